@@ -1,0 +1,22 @@
+/*
+ * A tiny epoll event loop, run by the daemon's main thread only.
+ */
+#ifndef EVENT_H
+#define EVENT_H
+
+#include <stdint.h>
+#include <sys/epoll.h>
+
+typedef void (*ev_handler_fn)(int fd, uint32_t events, void *data);
+
+/* 0 or -errno */
+int ev_init(int max_events);
+/* register fd for events (EPOLLIN, EPOLLOUT...): 0 or -errno */
+int ev_add(int fd, uint32_t events, ev_handler_fn handler, void *data);
+int ev_modify(int fd, uint32_t events);
+/* unregister; safe to call from inside a handler for any fd */
+void ev_del(int fd);
+/* one round: wait up to timeout ms and dispatch; 0 or -errno */
+int ev_loop_once(int timeout);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * The internal protocol: admin, peer and trace operations between collie and
+ * sheep and between sheep. Same 48-byte header shape as the public protocol
+ * (struct sd_req / sd_rsp), opcodes 0x80 and up, and its own version byte:
+ * a request with an internal opcode must carry SD_SHEEP_PROTO_VER.
+ */
+#ifndef INTERNAL_PROTO_H
+#define INTERNAL_PROTO_H
+
+#include <stdint.h>
+#include "sheepdog_proto.h"
+
+#define SD_SHEEP_PROTO_VER 0x80
+
+/* admin operations (collie -> sheep) */
+#define SD_OP_MAKE_FS 0x80	/* req.cluster: copies, block_size_shift, ctime */
+#define SD_OP_STAT_CLUSTER 0x81 /* rsp.cinfo, payload: struct sd_epoch_log[nr_epochs] */
+#define SD_OP_GET_NODE_LIST 0x82 /* rsp.node.nr_nodes/local_idx, payload: struct sd_node[] */
+#define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
+#define SD_OP_SHUTDOWN 0x84	/* stop the daemon (the whole cluster once it has peers) */
+
+/* trace operations (collie debug trace ...); payload formats in trace.h of sheep */
+#define SD_OP_TRACE_START 0xB0
+#define SD_OP_TRACE_STOP 0xB1
+#define SD_OP_TRACE_STATUS 0xB2
+#define SD_OP_TRACE_READ 0xB3
+
+/* internal result codes */
+#define SD_RES_NO_SUPPORT 0x80	 /* the operation is not built into this daemon */
+#define SD_RES_NOT_FORMATTED 0x81 /* alias kept apart from WAIT_FOR_FORMAT for admin ops */
+#define SD_RES_ALREADY_FORMATTED 0x82
+#define SD_RES_TRACE_BUSY 0x83	/* tracer already running / not running */
+#define SD_RES_TRACE_TIMEOUT 0x84 /* a thread did not park in time: nothing changed */
+#define SD_RES_TRACE_BROKEN 0x85 /* the tracer hit an anomaly and disabled itself */
+#define SD_RES_NO_MATCH 0x86	/* a filter matched no function */
+#define SD_RES_INVALID_VERSION 0x87
+
+/* cluster status (rsp.cinfo.status) */
+#define SD_STATUS_OK 0
+#define SD_STATUS_WAIT_FOR_FORMAT 1
+#define SD_STATUS_SHUTDOWN 2
+#define SD_STATUS_HALT 3
+
+#define SD_MAX_NODES 64
+
+/* a node's identity on the wire: IPv6 or v4-mapped address and port */
+struct sd_node_id {
+	uint8_t addr[16];
+	uint16_t port;
+	uint8_t pad[6];
+};
+
+struct sd_node {
+	struct sd_node_id nid;
+	uint32_t zone;
+	uint16_t nr_vnodes;
+	uint16_t pad;
+	uint64_t space;
+};
+
+/* one entry of the epoch history */
+struct sd_epoch_log {
+	uint64_t ctime; /* when the epoch began, seconds since the epoch */
+	uint32_t epoch;
+	uint32_t nr_nodes;
+	struct sd_node nodes[SD_MAX_NODES];
+};
+
+/* payload of SD_OP_STAT_SHEEP */
+struct sd_node_info {
+	uint64_t store_size;
+	uint64_t store_free;
+	uint64_t store_used; /* bytes in object files */
+	uint64_t nr_objects;
+	uint32_t epoch;
+	uint32_t pad;
+};
+
+/*
+ * Trace operations.
+ *
+ * TRACE_START: req.trace.depth (0: default), req.trace.buffer_size (bytes per
+ *   thread, 0: default); flag WRITE and a payload of NUL-terminated strings:
+ *   the tracer name ("" for graph) followed by zero or more glob patterns of
+ *   function names (no pattern: every function).
+ * TRACE_STOP: no payload.
+ * TRACE_STATUS: response payload struct sd_trace_status.
+ * TRACE_READ: req.trace.format (SD_TRACE_FMT_*), req.trace.offset, data_length
+ *   = the chunk wanted. The daemon renders a snapshot of the buffers when
+ *   offset is 0 and serves it in chunks; rsp.trace.total_length is the
+ *   snapshot's size and rsp.trace.generation names it (a reader restarts if
+ *   it changes under it).
+ */
+#define SD_TRACE_FMT_GRAPH 0
+#define SD_TRACE_FMT_FOLDED 1
+#define SD_TRACE_FMT_CHROME 2
+#define SD_TRACE_FMT_CSV 3
+
+#define SD_TRACE_STATE_OFF 0
+#define SD_TRACE_STATE_ON 1
+#define SD_TRACE_STATE_BROKEN 2
+
+struct sd_trace_status {
+	char tracer[32];
+	uint32_t state;
+	uint32_t nr_sites_patched;
+	uint32_t nr_sites_total;
+	uint32_t nr_threads;
+	uint64_t nr_events;
+	uint64_t nr_lost;
+	uint64_t buffer_size;
+	uint32_t depth;
+	uint32_t pad;
+};
+
+_Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");
+_Static_assert(sizeof(struct sd_node) == 40, "node layout");
+
+#endif
