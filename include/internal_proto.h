@@ -34,6 +34,7 @@
 #define SD_RES_TRACE_BROKEN 0x85 /* the tracer hit an anomaly and disabled itself */
 #define SD_RES_NO_MATCH 0x86	/* a filter matched no function */
 #define SD_RES_INVALID_VERSION 0x87
+#define SD_RES_TOO_FEW_NODES 0x88 /* more copies asked than there are nodes (zones) */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0

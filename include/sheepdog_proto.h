@@ -212,6 +212,25 @@ struct sd_inode {
 	uint32_t data_vdi_id[MAX_DATA_OBJS];
 };
 
+/* the first SD_INODE_HEADER_SIZE bytes of an inode: the same fields */
+struct sd_inode_header {
+	char name[SD_MAX_VDI_LEN];
+	char tag[SD_MAX_VDI_TAG_LEN];
+	uint64_t create_time;
+	uint64_t snap_ctime;
+	uint64_t vm_clock_nsec;
+	uint64_t vdi_size;
+	uint64_t vm_state_size;
+	uint16_t copy_policy;
+	uint8_t nr_copies;
+	uint8_t block_size_shift;
+	uint32_t snap_id;
+	uint32_t vdi_id;
+	uint32_t parent_vdi_id;
+	uint32_t child_vdi_id[SD_MAX_CHILDREN];
+};
+
+_Static_assert(sizeof(struct sd_inode_header) == SD_INODE_HEADER_SIZE, "inode header size");
 _Static_assert(sizeof(struct sd_req) == 48, "sd_req must be 48 bytes");
 _Static_assert(sizeof(struct sd_rsp) == 48, "sd_rsp must be 48 bytes");
 _Static_assert(offsetof(struct sd_inode, data_vdi_id) == SD_INODE_HEADER_SIZE,

@@ -40,6 +40,7 @@ static const char *const messages[] = {
 	[SD_RES_TRACE_BROKEN] = "tracer disabled itself after an anomaly (see sheep.log)",
 	[SD_RES_NO_MATCH] = "no function matches the filter",
 	[SD_RES_INVALID_VERSION] = "wrong protocol version for this opcode",
+	[SD_RES_TOO_FEW_NODES] = "more copies than nodes: each copy needs its own node",
 };
 
 const char *sd_strerror(int result)

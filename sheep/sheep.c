@@ -1,1 +1,340 @@
-int main(void){return 0;}
+/*
+ * sheep: options, start-up, the main loop, shutdown.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "cluster/cluster.h"
+#include "event.h"
+#include "net.h"
+#include "sheep_priv.h"
+#include "store/store.h"
+#ifdef HAVE_TRACE
+#include "trace/trace.h"
+#endif
+
+#define DEFAULT_IO_THREADS 8
+
+struct sheep_config sys;
+struct work_queue *io_wq, *cluster_wq;
+
+static const struct option long_options[] = {
+	{ "port", required_argument, NULL, 'p' },
+	{ "bind", required_argument, NULL, 'b' },
+	{ "loglevel", required_argument, NULL, 'l' },
+	{ "foreground", no_argument, NULL, 'f' },
+	{ "cluster", required_argument, NULL, 'c' },
+	{ "zone", required_argument, NULL, 'z' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'v' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void usage(FILE *f, const char *prog)
+{
+	char drivers[128];
+
+	cdrv_names(drivers, sizeof(drivers));
+	fprintf(f,
+		"Usage: %s [OPTION]... DIR\n"
+		"Run a sheep daemon storing its objects, epochs and log in DIR.\n"
+		"\n"
+		"  -p, --port PORT        listen on PORT (default %d)\n"
+		"  -b, --bind ADDR        listen on ADDR only (default: every address)\n"
+		"  -l, --loglevel LEVEL   emerg..debug or 0..7 (default info)\n"
+		"  -f, --foreground       stay in the foreground, log to DIR/sheep.log\n"
+		"  -c, --cluster DRIVER   cluster driver: %s (default local)\n"
+		"  -z, --zone ZONE        failure zone of this node (default: derived from the address)\n"
+		"  -t, --threads N        object I/O worker threads (default %d)\n"
+		"  -h, --help             print this help and exit\n"
+		"  -v, --version          print the version and exit\n"
+		"\n"
+		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
+		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
+		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS);
+}
+
+static volatile bool stop_requested;
+
+void sheep_request_shutdown(void)
+{
+	stop_requested = true;
+	sys.shutting_down = true;
+}
+
+static void signal_handler(int fd, uint32_t events, void *data)
+{
+	struct signalfd_siginfo si;
+
+	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
+		sd_info("signal %u: shutting down", si.ssi_signo);
+		sheep_request_shutdown();
+	}
+}
+
+/* SIGTERM and SIGINT come through a signalfd; every thread inherits the mask */
+static int init_signals(void)
+{
+	sigset_t mask;
+	int fd;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return ev_add(fd, EPOLLIN, signal_handler, NULL);
+}
+
+static int daemonize(void)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -errno;
+	int fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return -errno;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	return 0;
+}
+
+/* DIR/sheep.pid, locked for the daemon's life: one sheep per directory */
+static int lock_pid_file(void)
+{
+	char path[4200], buf[32];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/sheep.pid", sys.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return -EBUSY;
+	}
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, n, 0) != n) {
+		close(fd);
+		return -EIO;
+	}
+	return fd; /* kept open: the lock lives as long as the process */
+}
+
+static int make_self_node(struct sd_node *node)
+{
+	const char *addr = sys.bind_addr && *sys.bind_addr ? sys.bind_addr : "127.0.0.1";
+
+	memset(node, 0, sizeof(*node));
+	if (sd_str_to_addr(addr, node->nid.addr))
+		return -EINVAL;
+	node->nid.port = (uint16_t)sys.port;
+	node->zone = sys.zone;
+	node->nr_vnodes = 128;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
+		      const char **driver, int *threads)
+{
+	int ch, lv;
+	uint64_t v;
+
+	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:hv", long_options, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			if (sd_parse_uint(optarg, 1, 65535, &v)) {
+				fprintf(stderr, "sheep: invalid port '%s'\n", optarg);
+				return -1;
+			}
+			sys.port = (int)v;
+			break;
+		case 'b':
+			sys.bind_addr = optarg;
+			break;
+		case 'l':
+			lv = sd_log_parse_level(optarg);
+			if (lv < 0) {
+				fprintf(stderr, "sheep: invalid log level '%s'\n", optarg);
+				return -1;
+			}
+			*loglevel = lv;
+			break;
+		case 'f':
+			*foreground = true;
+			break;
+		case 'c':
+			*driver = optarg;
+			break;
+		case 'z':
+			if (sd_parse_uint(optarg, 0, UINT32_MAX, &v)) {
+				fprintf(stderr, "sheep: invalid zone '%s'\n", optarg);
+				return -1;
+			}
+			sys.zone = (uint32_t)v;
+			break;
+		case 't':
+			if (sd_parse_uint(optarg, 1, 256, &v)) {
+				fprintf(stderr, "sheep: invalid thread count '%s' (1-256)\n", optarg);
+				return -1;
+			}
+			*threads = (int)v;
+			break;
+		case 'h':
+			usage(stdout, argv[0]);
+			exit(0);
+		case 'v':
+			printf("sheep %s\n", PACKAGE_VERSION);
+			exit(0);
+		default:
+			fprintf(stderr, "Try '%s --help' for more information.\n", argv[0]);
+			return -1;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "sheep: %s\nTry '%s --help' for more information.\n",
+			optind >= argc ? "missing DIR" : "too many arguments", argv[0]);
+		return -1;
+	}
+	sys.dir = argv[optind];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int loglevel = SDOG_INFO, threads = DEFAULT_IO_THREADS, ret;
+	bool foreground = false;
+	const char *driver_name = "local";
+	const struct cluster_driver *driver;
+	struct sd_node self;
+	char log_path[4200];
+
+	sys.port = SD_LISTEN_PORT;
+	if (parse_args(argc, argv, &loglevel, &foreground, &driver_name, &threads))
+		return 64;
+	driver = cdrv_find(driver_name);
+	if (!driver) {
+		char names[128];
+		cdrv_names(names, sizeof(names));
+		fprintf(stderr, "sheep: unknown cluster driver '%s' (have: %s)\n", driver_name,
+			names);
+		return 64;
+	}
+	ret = sd_mkdir_p(sys.dir, 0755);
+	if (ret) {
+		fprintf(stderr, "sheep: cannot create %s: %s\n", sys.dir, strerror(-ret));
+		return 1;
+	}
+	char *abs = realpath(sys.dir, NULL);
+	if (abs)
+		sys.dir = abs;
+	if (make_self_node(&self)) {
+		fprintf(stderr, "sheep: cannot use '%s' as a node address\n", sys.bind_addr);
+		return 64;
+	}
+	snprintf(log_path, sizeof(log_path), "%s/sheep.log", sys.dir);
+	ret = sd_log_init(log_path, loglevel, "sheep");
+	if (ret) {
+		fprintf(stderr, "sheep: cannot open %s: %s\n", log_path, strerror(-ret));
+		return 1;
+	}
+	if (!foreground && daemonize()) {
+		fprintf(stderr, "sheep: cannot daemonize: %m\n");
+		return 1;
+	}
+	ret = lock_pid_file();
+	if (ret < 0) {
+		sd_err("cannot lock %s/sheep.pid: %s", sys.dir,
+		       ret == -EBUSY ? "another sheep runs on this directory" : strerror(-ret));
+		if (foreground)
+			fprintf(stderr, "sheep: %s: another sheep runs on this directory?\n",
+				sys.dir);
+		return 1;
+	}
+	sd_info("sheep %s starting on port %d, dir %s", PACKAGE_VERSION, sys.port, sys.dir);
+
+	/* the tracer's sites become NOPs before any other thread exists */
+#ifdef HAVE_TRACE
+	ret = trace_init();
+	if (ret)
+		sd_err("tracer unavailable: %s", strerror(-ret));
+#endif
+	if (ev_init(4096) || init_signals() || wq_init()) {
+		sd_emerg("cannot set up the event loop: %m");
+		return 1;
+	}
+	if (store_init("plain", sys.dir)) {
+		sd_emerg("cannot open the store in %s", sys.dir);
+		return 1;
+	}
+	ret = group_init();
+	if (ret) {
+		sd_emerg("cannot read the cluster state in %s: %s", sys.dir, strerror(-ret));
+		return 1;
+	}
+	ret = vdi_init();
+	if (ret) {
+		sd_emerg("cannot load the vdis: %s", strerror(-ret));
+		return 1;
+	}
+	io_wq = wq_create("io", threads);
+	cluster_wq = wq_create("cluster", 1);
+	if (!io_wq || !cluster_wq) {
+		sd_emerg("cannot start worker threads");
+		return 1;
+	}
+	ret = create_listen_port(sys.bind_addr, sys.port);
+	if (ret) {
+		sd_emerg("cannot listen on port %d: %s", sys.port, strerror(-ret));
+		if (foreground)
+			fprintf(stderr, "sheep: cannot listen on port %d: %s\n", sys.port,
+				strerror(-ret));
+		return 1;
+	}
+	ret = driver->init(NULL);
+	if (!ret)
+		ret = group_join(driver, &self);
+	if (ret) {
+		sd_emerg("cannot join the cluster with driver %s: %s", driver->name,
+			 strerror(-ret));
+		return 1;
+	}
+	sd_info("ready");
+
+	while (!stop_requested)
+		ev_loop_once(1000);
+
+	sd_info("shutting down");
+	driver->leave();
+#ifdef HAVE_TRACE
+	trace_shutdown();
+#endif
+	wq_shutdown_all();
+	sd_store->flush();
+	sd_info("stopped");
+	sd_log_close();
+	return 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * Cluster state: format, membership and epochs.
+ *
+ * DIR/config holds the format (creation time, copies, object size); every
+ * epoch's node list is stored as DIR/epoch/NNNNNNNN, so a restarted node
+ * knows the history. Every membership change after format starts an epoch.
+ * State is changed only on the main thread; readers on other threads take
+ * the lock.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/cluster.h"
+#include "sheep_priv.h"
+
+#define CONFIG_MAGIC UINT64_C(0x53444f47434f4e46) /* "SDOGCONF" */
+
+struct sheep_disk_config {
+	uint64_t magic;
+	uint64_t ctime;
+	uint8_t copies;
+	uint8_t block_size_shift;
+	uint8_t pad[6];
+};
+
+static struct cluster_state cs;
+static struct sd_node self_node;
+static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void path_of(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", sys.dir, name);
+}
+
+/* write a small file whole: tmp, fsync, rename, fsync dir. 0 or -errno */
+static int write_file_atomic(const char *path, const void *buf, size_t len)
+{
+	char tmp[4200];
+	int fd, ret;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = sd_write_full(fd, buf, len);
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	if (!ret && rename(tmp, path) < 0)
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+static int read_file(const char *path, void *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = sd_read_full(fd, buf, len);
+	close(fd);
+	return ret;
+}
+
+static int write_epoch_log(uint32_t epoch, const struct sd_node *nodes, int nr)
+{
+	struct sd_epoch_log log = { 0 };
+	char path[4200], name[64];
+
+	log.ctime = (uint64_t)time(NULL);
+	log.epoch = epoch;
+	log.nr_nodes = nr;
+	memcpy(log.nodes, nodes, nr * sizeof(*nodes));
+	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
+	path_of(path, sizeof(path), name);
+	return write_file_atomic(path, &log, sizeof(log));
+}
+
+static int read_epoch_log(uint32_t epoch, struct sd_epoch_log *log)
+{
+	char path[4200], name[64];
+
+	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
+	path_of(path, sizeof(path), name);
+	return read_file(path, log, sizeof(*log));
+}
+
+static uint32_t latest_epoch_on_disk(void)
+{
+	char path[4200];
+	DIR *d;
+	struct dirent *de;
+	uint32_t max = 0;
+
+	path_of(path, sizeof(path), "epoch");
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long e = strtoul(de->d_name, &end, 10);
+		if (*end == '\0' && strlen(de->d_name) == 8 && e > max)
+			max = (uint32_t)e;
+	}
+	closedir(d);
+	return max;
+}
+
+int group_init(void)
+{
+	struct sheep_disk_config cfg;
+	char path[4200];
+	int ret;
+
+	path_of(path, sizeof(path), "epoch");
+	ret = sd_mkdir_p(path, 0755);
+	if (ret)
+		return ret;
+	path_of(path, sizeof(path), "config");
+	ret = read_file(path, &cfg, sizeof(cfg));
+	if (ret == -ENOENT)
+		return 0;
+	if (ret || cfg.magic != CONFIG_MAGIC) {
+		sd_err("%s is unreadable or not a sheep config", path);
+		return ret ? ret : -EINVAL;
+	}
+	cs.formatted = true;
+	cs.ctime = cfg.ctime;
+	cs.copies = cfg.copies;
+	cs.block_size_shift = cfg.block_size_shift;
+	cs.epoch = latest_epoch_on_disk();
+	sd_info("formatted cluster, copies %u, latest epoch %" PRIu32, cs.copies, cs.epoch);
+	return 0;
+}
+
+static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)
+{
+	if (nr_a != nr_b)
+		return false;
+	for (int i = 0; i < nr_a; i++)
+		if (memcmp(&a[i].nid, &b[i].nid, sizeof(a[i].nid)) || a[i].zone != b[i].zone)
+			return false;
+	return true;
+}
+
+/* membership changed: a new epoch when formatted and the list differs */
+static void update_members(const struct sd_node *members, int nr)
+{
+	struct sd_epoch_log last;
+
+	pthread_mutex_lock(&cs_lock);
+	cs.nr_nodes = nr;
+	memcpy(cs.nodes, members, nr * sizeof(*members));
+	cs.local_idx = 0;
+	for (int i = 0; i < nr; i++)
+		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
+			cs.local_idx = i;
+	if (cs.formatted && (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
+			     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
+		int ret = write_epoch_log(cs.epoch + 1, members, nr);
+		if (ret)
+			sd_err("cannot store epoch %" PRIu32 ": %s", cs.epoch + 1, strerror(-ret));
+		else
+			cs.epoch++;
+		sd_info("epoch %" PRIu32 ", %d nodes", cs.epoch, nr);
+	}
+	pthread_mutex_unlock(&cs_lock);
+}
+
+int group_join(const struct cluster_driver *drv, const struct sd_node *me)
+{
+	self_node = *me;
+	return drv->join(me);
+}
+
+void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
+{
+	update_members(members, nr);
+}
+
+void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+{
+	update_members(members, nr);
+}
+
+void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
+{
+	/* no cluster messages yet: every operation is applied locally */
+}
+
+int group_format(uint64_t ctime, uint8_t copies, uint8_t shift)
+{
+	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
+	char path[4200];
+	int ret;
+
+	pthread_mutex_lock(&cs_lock);
+	if (cs.formatted) {
+		ret = SD_RES_ALREADY_FORMATTED;
+		goto out_unlock;
+	}
+	if (copies == 0)
+		copies = (uint8_t)min_t(int, 3, cs.nr_nodes);
+	if (copies > cs.nr_nodes || copies > SD_MAX_COPIES) {
+		sd_err("format with %u copies refused: %d node(s)", copies, cs.nr_nodes);
+		ret = copies > SD_MAX_COPIES ? SD_RES_INVALID_PARMS : SD_RES_TOO_FEW_NODES;
+		goto out_unlock;
+	}
+	if (shift == 0)
+		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
+		ret = SD_RES_INVALID_PARMS;
+		goto out_unlock;
+	}
+	cfg.ctime = ctime ? ctime : (uint64_t)time(NULL);
+	cfg.copies = copies;
+	cfg.block_size_shift = shift;
+	ret = write_epoch_log(1, cs.nodes, cs.nr_nodes);
+	if (!ret) {
+		path_of(path, sizeof(path), "config");
+		ret = write_file_atomic(path, &cfg, sizeof(cfg));
+	}
+	if (ret) {
+		sd_err("cannot store the format: %s", strerror(-ret));
+		ret = ret == -ENOSPC ? SD_RES_NO_SPACE : SD_RES_EIO;
+		goto out_unlock;
+	}
+	cs.formatted = true;
+	cs.ctime = cfg.ctime;
+	cs.copies = copies;
+	cs.block_size_shift = shift;
+	cs.epoch = 1;
+	sd_info("cluster formatted: %u copies, epoch 1", copies);
+	ret = SD_RES_SUCCESS;
+out_unlock:
+	pthread_mutex_unlock(&cs_lock);
+	return ret;
+}
+
+void group_get_state(struct cluster_state *out)
+{
+	pthread_mutex_lock(&cs_lock);
+	*out = cs;
+	pthread_mutex_unlock(&cs_lock);
+}
+
+bool group_is_formatted(void)
+{
+	return __atomic_load_n(&cs.formatted, __ATOMIC_ACQUIRE);
+}
+
+uint8_t group_copies(void)
+{
+	return cs.copies;
+}
+
+int group_nr_nodes(void)
+{
+	return cs.nr_nodes;
+}
+
+int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
+{
+	int n = 0;
+	uint32_t latest;
+
+	pthread_mutex_lock(&cs_lock);
+	latest = cs.epoch;
+	pthread_mutex_unlock(&cs_lock);
+	for (uint32_t e = latest; e >= 1 && n < max; e--)
+		if (read_epoch_log(e, &logs[n]) == 0)
+			n++;
+	return n;
+}

@@ -1,0 +1,376 @@
+/*
+ * Connections and the life of a request, on the main thread.
+ *
+ * A connection reads whole requests (the 48-byte header, then data_length
+ * bytes when SD_FLAG_CMD_WRITE is set) without blocking, hands each to its
+ * op's queue, and sends replies in the order they complete: clients match
+ * them by id. A request whose header is bad still has its payload consumed
+ * so that the stream stays in step, then gets an error result; a payload
+ * too large to consume closes the connection after the error reply.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "event.h"
+#include "net.h"
+#include "proto_util.h"
+#include "sheep_priv.h"
+
+/* requests in flight on one connection before it stops reading more */
+#define MAX_INFLIGHT 256
+/* requests read from one connection per wake-up, for fairness */
+#define RX_BATCH 16
+
+struct client_info {
+	int fd;
+	int refcnt; /* the connection itself + every request not yet freed */
+	int nr_inflight;
+	bool dead;
+	bool close_after_tx;
+	bool rx_paused;
+	uint32_t events;
+
+	struct sd_req hdr;
+	uint32_t hdr_done;
+	struct request *rx_req;
+	uint32_t rx_done;
+
+	struct list_head tx_queue;
+	uint32_t tx_done;
+};
+
+static void client_handler(int fd, uint32_t events, void *data);
+
+/* not inlined: gcc cannot see that callers hold a reference */
+static __attribute__((noinline)) void client_put(struct client_info *ci)
+{
+	if (--ci->refcnt == 0)
+		free(ci);
+}
+
+static void free_request(struct request *req)
+{
+	struct client_info *ci = req->ci;
+
+	ci->nr_inflight--;
+	free(req->data);
+	free(req);
+	client_put(ci);
+}
+
+static void update_events(struct client_info *ci)
+{
+	uint32_t ev = 0;
+
+	if (ci->dead)
+		return;
+	if (!ci->rx_paused && !ci->close_after_tx)
+		ev |= EPOLLIN;
+	if (!list_empty(&ci->tx_queue))
+		ev |= EPOLLOUT;
+	if (ev != ci->events) {
+		ci->events = ev;
+		ev_modify(ci->fd, ev);
+	}
+}
+
+static void close_client(struct client_info *ci)
+{
+	struct request *req, *tmp;
+
+	if (ci->dead)
+		return;
+	ci->dead = true;
+	ev_del(ci->fd);
+	close(ci->fd);
+	list_for_each_entry_safe(req, tmp, &ci->tx_queue, node) {
+		list_del(&req->node);
+		free_request(req);
+	}
+	if (ci->rx_req) {
+		free_request(ci->rx_req);
+		ci->rx_req = NULL;
+	}
+	client_put(ci);
+}
+
+/* send queued replies until the socket is full; 0, or -1 if closed */
+static int flush_tx(struct client_info *ci)
+{
+	while (!list_empty(&ci->tx_queue)) {
+		struct request *req = list_first_entry(&ci->tx_queue, struct request, node);
+		uint32_t total = sizeof(req->rp) + req->rp.data_length;
+		struct iovec iov[2];
+		int n = 0;
+		ssize_t sent;
+
+		if (ci->tx_done < sizeof(req->rp)) {
+			iov[n].iov_base = (char *)&req->rp + ci->tx_done;
+			iov[n++].iov_len = sizeof(req->rp) - ci->tx_done;
+			iov[n].iov_base = req->data;
+			iov[n++].iov_len = req->rp.data_length;
+		} else {
+			iov[n].iov_base = (char *)req->data + (ci->tx_done - sizeof(req->rp));
+			iov[n++].iov_len = total - ci->tx_done;
+		}
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
+		sent = sendmsg(ci->fd, &msg, MSG_NOSIGNAL);
+		if (sent < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			close_client(ci);
+			return -1;
+		}
+		ci->tx_done += sent;
+		if (ci->tx_done < total)
+			break;
+		ci->tx_done = 0;
+		list_del(&req->node);
+		free_request(req);
+	}
+	if (list_empty(&ci->tx_queue) && ci->close_after_tx) {
+		close_client(ci);
+		return -1;
+	}
+	if (ci->rx_paused && ci->nr_inflight < MAX_INFLIGHT / 2)
+		ci->rx_paused = false;
+	update_events(ci);
+	return 0;
+}
+
+void request_done(struct request *req)
+{
+	struct client_info *ci = req->ci;
+	int result = req->rp.result;
+
+	if (ci->dead) {
+		free_request(req);
+		return;
+	}
+	req->rp.proto_ver = sd_is_internal_op(req->rq.opcode) ? SD_SHEEP_PROTO_VER : SD_PROTO_VER;
+	req->rp.opcode = req->rq.opcode;
+	req->rp.id = req->rq.id;
+	req->rp.epoch = req->rq.epoch;
+	req->rp.flags = 0;
+	if (result != SD_RES_SUCCESS || req->rp.data_length > req->data_cap)
+		req->rp.data_length = 0;
+	if (result != SD_RES_SUCCESS && result != SD_RES_VDI_NOT_LOCKED)
+		sd_debug("%s id %" PRIu32 " failed: %s",
+			 req->op ? req->op->name : "request", req->rq.id, sd_strerror(result));
+	list_add_tail(&req->node, &ci->tx_queue);
+	flush_tx(ci);
+}
+
+static void do_work(struct work *w)
+{
+	struct request *req = container_of(w, struct request, work);
+
+	req->rp.result = req->op->process(req);
+}
+
+static void work_done(struct work *w)
+{
+	request_done(container_of(w, struct request, work));
+}
+
+static void finish_with(struct request *req, int result)
+{
+	req->rp.result = result;
+	request_done(req);
+}
+
+/* the request is whole: run it or answer its error */
+static void dispatch(struct request *req)
+{
+	int ret = req->rp.result;
+
+	if (ret != SD_RES_SUCCESS)
+		return finish_with(req, ret);
+	req->op = get_sd_op(req->rq.opcode);
+	if (!req->op) {
+		sd_warn("unknown opcode 0x%02x", req->rq.opcode);
+		return finish_with(req, SD_RES_INVALID_PARMS);
+	}
+	if (sys.shutting_down)
+		return finish_with(req, SD_RES_SHUTDOWN);
+	if (!req->op->force && !group_is_formatted())
+		return finish_with(req, SD_RES_WAIT_FOR_FORMAT);
+	switch (req->op->type) {
+	case OP_MAIN:
+		return finish_with(req, req->op->process(req));
+	case OP_IO:
+		req->work.fn = do_work;
+		req->work.done = work_done;
+		wq_queue(io_wq, &req->work);
+		break;
+	case OP_CLUSTER:
+		req->work.fn = do_work;
+		req->work.done = work_done;
+		wq_queue(cluster_wq, &req->work);
+		break;
+	}
+}
+
+/* a header arrived: make its request, with a result preset on a bad header */
+static struct request *new_request(struct client_info *ci)
+{
+	struct request *req = calloc(1, sizeof(*req));
+
+	if (!req)
+		return NULL;
+	req->rq = ci->hdr;
+	req->ci = ci;
+	req->start_ns = sd_now_ns();
+	INIT_LIST_NODE(&req->node);
+	ci->refcnt++;
+	ci->nr_inflight++;
+	req->rp.result = sd_check_req_header(&req->rq);
+	if (req->rq.data_length > SD_MAX_DATA_LEN) {
+		/* cannot consume the payload: answer, then close */
+		sd_warn("data_length %" PRIu32 " over the limit, closing the connection",
+			req->rq.data_length);
+		ci->close_after_tx = true;
+		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
+		return req;
+	}
+	if (req->rq.data_length) {
+		req->data = malloc(req->rq.data_length);
+		if (!req->data) {
+			ci->close_after_tx = true;
+			req->rq.flags &= ~SD_FLAG_CMD_WRITE;
+			req->rp.result = SD_RES_NO_MEM;
+			return req;
+		}
+		req->data_cap = req->rq.data_length;
+	}
+	return req;
+}
+
+/* read what is there; 1 when a whole request is ready, 0 when not, -1 closed */
+static int rx_one(struct client_info *ci)
+{
+	ssize_t n;
+
+	if (!ci->rx_req) {
+		n = read(ci->fd, (char *)&ci->hdr + ci->hdr_done, sizeof(ci->hdr) - ci->hdr_done);
+		if (n <= 0)
+			goto out_err;
+		ci->hdr_done += n;
+		if (ci->hdr_done < sizeof(ci->hdr))
+			return 0;
+		ci->hdr_done = 0;
+		ci->rx_done = 0;
+		ci->rx_req = new_request(ci);
+		if (!ci->rx_req) {
+			close_client(ci);
+			return -1;
+		}
+	}
+	struct request *req = ci->rx_req;
+	uint32_t want = (req->rq.flags & SD_FLAG_CMD_WRITE) ? req->rq.data_length : 0;
+
+	while (ci->rx_done < want) {
+		n = read(ci->fd, (char *)req->data + ci->rx_done, want - ci->rx_done);
+		if (n <= 0)
+			goto out_err;
+		ci->rx_done += n;
+	}
+	return 1;
+out_err:
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	/* EOF or error: a short body is dropped with its connection */
+	close_client(ci);
+	return -1;
+}
+
+static void client_rx(struct client_info *ci)
+{
+	for (int i = 0; i < RX_BATCH && !ci->dead; i++) {
+		int ret = rx_one(ci);
+
+		if (ret <= 0)
+			return;
+		struct request *req = ci->rx_req;
+		ci->rx_req = NULL;
+		/* hold the connection: dispatch may answer and close it */
+		ci->refcnt++;
+		dispatch(req);
+		bool stop = ci->dead || ci->close_after_tx;
+		if (!ci->dead && ci->nr_inflight >= MAX_INFLIGHT) {
+			ci->rx_paused = true;
+			update_events(ci);
+			stop = true;
+		}
+		client_put(ci);
+		if (stop)
+			return;
+	}
+}
+
+static void client_handler(int fd, uint32_t events, void *data)
+{
+	struct client_info *ci = data;
+
+	ci->refcnt++;
+	if (events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLIN)) {
+		close_client(ci);
+		goto out;
+	}
+	if (events & EPOLLIN)
+		client_rx(ci);
+	if (!ci->dead && (events & EPOLLOUT))
+		flush_tx(ci);
+out:
+	client_put(ci);
+}
+
+static void listen_handler(int listen_fd, uint32_t events, void *data)
+{
+	for (;;) {
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct client_info *ci;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				sd_err("accept failed: %m");
+			return;
+		}
+		sd_set_nodelay(fd);
+		ci = calloc(1, sizeof(*ci));
+		if (!ci) {
+			close(fd);
+			continue;
+		}
+		ci->fd = fd;
+		ci->refcnt = 1;
+		ci->events = EPOLLIN;
+		INIT_LIST_HEAD(&ci->tx_queue);
+		if (ev_add(fd, EPOLLIN, client_handler, ci)) {
+			close(fd);
+			free(ci);
+		}
+	}
+}
+
+int create_listen_port(const char *bind_addr, int port)
+{
+	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds));
+
+	if (nr < 0)
+		return nr;
+	for (int i = 0; i < nr; i++) {
+		sd_set_nonblocking(fds[i]);
+		int ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

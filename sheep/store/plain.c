@@ -1,0 +1,291 @@
+/*
+ * The plain store: one file per object under DIR/obj, named by the oid in
+ * 16 hex digits. New objects are written to a temporary file and renamed
+ * into place, so an object appears whole or not at all.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+
+#include "internal_proto.h"
+#include "logger.h"
+#include "store.h"
+
+static char obj_dir[4096];
+static int obj_dir_fd = -1;
+
+static void obj_path(uint64_t oid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%016" PRIx64, obj_dir, oid);
+}
+
+static int err_to_res(int err)
+{
+	switch (err) {
+	case ENOENT:
+		return SD_RES_NO_OBJ;
+	case ENOSPC:
+	case EDQUOT:
+		return SD_RES_NO_SPACE;
+	default:
+		return SD_RES_EIO;
+	}
+}
+
+static int plain_init(const char *dir)
+{
+	int ret;
+
+	snprintf(obj_dir, sizeof(obj_dir), "%s/obj", dir);
+	ret = sd_mkdir_p(obj_dir, 0755);
+	if (ret) {
+		sd_err("cannot create %s: %s", obj_dir, strerror(-ret));
+		return SD_RES_EIO;
+	}
+	obj_dir_fd = open(obj_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (obj_dir_fd < 0) {
+		sd_err("cannot open %s: %m", obj_dir);
+		return SD_RES_EIO;
+	}
+	/* leftovers of creations that a crash interrupted */
+	DIR *d = opendir(obj_dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, ".tmp.", 5))
+			unlinkat(obj_dir_fd, de->d_name, 0);
+	if (d)
+		closedir(d);
+	return SD_RES_SUCCESS;
+}
+
+static bool plain_exist(uint64_t oid)
+{
+	char path[4200];
+
+	obj_path(oid, path, sizeof(path));
+	return access(path, F_OK) == 0;
+}
+
+static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
+{
+	char path[4200];
+	int fd, ret;
+
+	obj_path(oid, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_to_res(errno);
+	ret = sd_pread_full(fd, buf, len, off);
+	close(fd);
+	if (ret) {
+		sd_err("read %016" PRIx64 " failed: %s", oid, strerror(-ret));
+		return err_to_res(-ret);
+	}
+	return SD_RES_SUCCESS;
+}
+
+static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	char path[4200];
+	int fd, ret;
+
+	obj_path(oid, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_to_res(errno);
+	ret = sd_pwrite_full(fd, buf, len, off);
+	if (!ret && sync && fdatasync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	if (ret) {
+		sd_err("write %016" PRIx64 " failed: %s", oid, strerror(-ret));
+		return err_to_res(-ret);
+	}
+	return SD_RES_SUCCESS;
+}
+
+/* copy the stored object cow_oid into fd; a missing source is an error */
+static int copy_object(uint64_t cow_oid, int fd)
+{
+	char path[4200];
+	char *buf;
+	int src, ret = 0;
+	off_t off = 0;
+
+	obj_path(cow_oid, path, sizeof(path));
+	src = open(path, O_RDONLY | O_CLOEXEC);
+	if (src < 0)
+		return -errno;
+	buf = malloc(1 << 20);
+	if (!buf) {
+		close(src);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = pread(src, buf, 1 << 20, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		ret = sd_pwrite_full(fd, buf, n, off);
+		if (ret)
+			break;
+		off += n;
+	}
+	free(buf);
+	close(src);
+	return ret;
+}
+
+static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
+				  uint64_t off, bool sync)
+{
+	char path[4200], tmp[4300];
+	int fd, ret = 0;
+
+	obj_path(oid, path, sizeof(path));
+	if (access(path, F_OK) == 0)
+		return plain_write(oid, buf, len, off, sync);
+
+	snprintf(tmp, sizeof(tmp), "%s/.tmp.%016" PRIx64 ".%ld", obj_dir, oid,
+		 (long)syscall(SYS_gettid));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		goto out_err;
+	}
+	if (cow_oid) {
+		ret = copy_object(cow_oid, fd);
+		if (ret) {
+			sd_err("copy-on-write of %016" PRIx64 " from %016" PRIx64 " failed: %s", oid,
+			       cow_oid, strerror(-ret));
+			goto out_unlink;
+		}
+	}
+	ret = sd_pwrite_full(fd, buf, len, off);
+	if (ret)
+		goto out_unlink;
+	if (sync && fdatasync(fd) < 0) {
+		ret = -errno;
+		goto out_unlink;
+	}
+	close(fd);
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		ret = -errno;
+		goto out_unlink;
+	}
+	if (sync)
+		fsync(obj_dir_fd);
+	return SD_RES_SUCCESS;
+
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out_err:
+	sd_err("create %016" PRIx64 " failed: %s", oid, strerror(-ret));
+	return ret == -ENOENT ? SD_RES_NO_BASE_VDI : err_to_res(-ret);
+}
+
+static int plain_remove(uint64_t oid)
+{
+	char path[4200];
+
+	obj_path(oid, path, sizeof(path));
+	if (unlink(path) < 0)
+		return err_to_res(errno);
+	return SD_RES_SUCCESS;
+}
+
+static int plain_flush(void)
+{
+	if (syncfs(obj_dir_fd) < 0) {
+		sd_err("syncfs %s failed: %m", obj_dir);
+		return SD_RES_EIO;
+	}
+	return SD_RES_SUCCESS;
+}
+
+static int plain_for_each(int (*fn)(uint64_t oid, void *arg), void *arg)
+{
+	DIR *d = opendir(obj_dir);
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d)
+		return SD_RES_EIO;
+	while (!ret && (de = readdir(d))) {
+		char *end;
+		uint64_t oid;
+
+		if (strlen(de->d_name) != 16)
+			continue;
+		oid = strtoull(de->d_name, &end, 16);
+		if (*end)
+			continue;
+		ret = fn(oid, arg);
+	}
+	closedir(d);
+	return ret;
+}
+
+struct stat_acc {
+	uint64_t used, nr;
+};
+
+static int stat_one(uint64_t oid, void *arg)
+{
+	struct stat_acc *acc = arg;
+	char path[4200];
+	struct stat st;
+
+	obj_path(oid, path, sizeof(path));
+	if (stat(path, &st) == 0) {
+		acc->used += (uint64_t)st.st_blocks * 512;
+		acc->nr++;
+	}
+	return 0;
+}
+
+static int plain_stat(struct store_stat *st)
+{
+	struct statvfs vfs;
+	struct stat_acc acc = { 0 };
+
+	if (statvfs(obj_dir, &vfs) < 0)
+		return SD_RES_EIO;
+	st->size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	st->free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	plain_for_each(stat_one, &acc);
+	st->used = acc.used;
+	st->nr_objects = acc.nr;
+	return SD_RES_SUCCESS;
+}
+
+static const struct store_driver plain_store = {
+	.name = "plain",
+	.init = plain_init,
+	.exist = plain_exist,
+	.read = plain_read,
+	.write = plain_write,
+	.create_and_write = plain_create_and_write,
+	.remove = plain_remove,
+	.flush = plain_flush,
+	.for_each = plain_for_each,
+	.stat = plain_stat,
+};
+
+store_driver_register(plain_store);

@@ -1,0 +1,54 @@
+/*
+ * Store drivers: where objects live on a node's disk. Every callback returns
+ * SD_RES_*. Objects are named by their oid only, never by a VDI name.
+ *
+ * Contracts:
+ * - read: fill len bytes from off; bytes past the end of the stored object
+ *   read as zeros; SD_RES_NO_OBJ if the object does not exist.
+ * - write: the object must exist (SD_RES_NO_OBJ otherwise); durable before
+ *   returning unless sync is false.
+ * - create_and_write: create the object (zero-filled, or a copy of cow_oid
+ *   when cow_oid != 0), apply the write, durable before returning unless
+ *   sync is false. The object appears whole or not at all. If it exists
+ *   already the write is applied to it.
+ * - remove: SD_RES_NO_OBJ if absent.
+ * - flush: make every earlier write durable.
+ * - for_each: call fn for every stored object; stop at the first non-zero.
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct store_stat {
+	uint64_t size, free, used, nr_objects;
+};
+
+struct store_driver {
+	const char *name;
+	int (*init)(const char *dir);
+	bool (*exist)(uint64_t oid);
+	int (*read)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
+	int (*write)(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
+	int (*create_and_write)(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
+				uint64_t off, bool sync);
+	int (*remove)(uint64_t oid);
+	int (*flush)(void);
+	int (*for_each)(int (*fn)(uint64_t oid, void *arg), void *arg);
+	int (*stat)(struct store_stat *st);
+};
+
+void store_register(const struct store_driver *drv);
+
+#define store_driver_register(drv)                                    \
+	static void __attribute__((constructor)) register_##drv(void) \
+	{                                                             \
+		store_register(&drv);                                 \
+	}
+
+/* select a driver by name and init it on dir: 0 or -errno */
+int store_init(const char *name, const char *dir);
+extern const struct store_driver *sd_store;
+
+#endif

@@ -1,0 +1,558 @@
+/*
+ * The VDI namespace: names to vids, inode objects, snapshots, clones, locks.
+ *
+ * Inodes live in the store like any object; this file keeps a cache of
+ * their headers (name, tag, snapshot state, size, copies, object size) and
+ * the in-use bitmap that READ_VDIS returns. Vids are allocated by linear
+ * probing from FNV-1a-64(name) mod 2^24, as QEMU expects when it lists
+ * snapshots, and a deleted VDI keeps its bit (its inode loses its name) so
+ * that the probe chain stays unbroken.
+ *
+ * Every operation that changes the namespace runs on the single-threaded
+ * cluster queue; object I/O threads only read the cache, under the rwlock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto_util.h"
+#include "sheep_priv.h"
+#include "store/store.h"
+
+struct vdi_state {
+	uint32_t vid;
+	uint32_t snap_id;
+	uint32_t parent;
+	uint8_t nr_copies;
+	uint8_t shift;
+	bool snapshot;
+	bool deleted;
+	bool locked;
+	uint64_t size;
+	char name[SD_MAX_VDI_LEN];
+	char tag[SD_MAX_VDI_TAG_LEN];
+	struct vdi_state *hnext;
+};
+
+#define VDI_HASH_SIZE 4096
+
+static uint8_t *vdi_bitmap;
+static struct vdi_state *vdi_hash[VDI_HASH_SIZE];
+static pthread_rwlock_t vdi_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static struct vdi_state *lookup_vid(uint32_t vid)
+{
+	for (struct vdi_state *s = vdi_hash[vid % VDI_HASH_SIZE]; s; s = s->hnext)
+		if (s->vid == vid)
+			return s;
+	return NULL;
+}
+
+static struct vdi_state *get_state(uint32_t vid)
+{
+	struct vdi_state *s = lookup_vid(vid);
+
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->vid = vid;
+	s->hnext = vdi_hash[vid % VDI_HASH_SIZE];
+	vdi_hash[vid % VDI_HASH_SIZE] = s;
+	return s;
+}
+
+/* copy what the cache keeps from an inode header; caller holds the write lock */
+static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
+{
+	memcpy(s->name, h->name, sizeof(s->name));
+	s->name[sizeof(s->name) - 1] = '\0';
+	memcpy(s->tag, h->tag, sizeof(s->tag));
+	s->tag[sizeof(s->tag) - 1] = '\0';
+	s->snap_id = h->snap_id;
+	s->parent = h->parent_vdi_id;
+	s->nr_copies = h->nr_copies;
+	s->shift = h->block_size_shift ? h->block_size_shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	s->snapshot = h->snap_ctime != 0;
+	s->deleted = h->name[0] == '\0';
+	s->size = h->vdi_size;
+}
+
+static int read_header(uint32_t vid, struct sd_inode_header *h)
+{
+	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
+}
+
+static int write_header(uint32_t vid, const struct sd_inode_header *h)
+{
+	return sd_store->write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, true);
+}
+
+static int load_one(uint64_t oid, void *arg)
+{
+	struct sd_inode_header *h = arg;
+	uint32_t vid = oid_to_vid(oid);
+	struct vdi_state *s;
+
+	if (!is_vdi_obj(oid))
+		return 0;
+	if (read_header(vid, h) != SD_RES_SUCCESS) {
+		sd_err("inode %016" PRIx64 " is unreadable; vid %06" PRIx32 " stays reserved", oid,
+		       vid);
+		sd_vid_set(vdi_bitmap, vid);
+		return 0;
+	}
+	s = get_state(vid);
+	if (!s)
+		return -ENOMEM;
+	fill_state(s, h);
+	sd_vid_set(vdi_bitmap, vid);
+	return 0;
+}
+
+int vdi_init(void)
+{
+	struct sd_inode_header *h;
+	int ret;
+
+	vdi_bitmap = calloc(1, SD_VDI_BITMAP_SIZE);
+	h = malloc(SD_INODE_HEADER_SIZE);
+	if (!vdi_bitmap || !h) {
+		free(h);
+		return -ENOMEM;
+	}
+	ret = sd_store->for_each(load_one, h);
+	free(h);
+	return ret ? -EIO : 0;
+}
+
+int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
+{
+	struct vdi_state *s;
+	int ret = SD_RES_NO_VDI;
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	s = lookup_vid(vid);
+	if (s) {
+		*shift = s->shift;
+		*is_snapshot = s->snapshot;
+		ret = s->deleted ? SD_RES_NO_VDI : SD_RES_SUCCESS;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	return ret;
+}
+
+void vdi_header_updated(uint32_t vid)
+{
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	struct vdi_state *s;
+
+	if (!h)
+		return;
+	if (read_header(vid, h) == SD_RES_SUCCESS) {
+		pthread_rwlock_wrlock(&vdi_lock);
+		s = lookup_vid(vid);
+		if (s) {
+			bool locked = s->locked;
+			fill_state(s, h);
+			s->locked = locked;
+		}
+		pthread_rwlock_unlock(&vdi_lock);
+	}
+	free(h);
+}
+
+/*
+ * Find a live VDI called name: with snapid, the one with that snap_id; with
+ * a tag, the snapshot carrying it; otherwise the working (non-snapshot)
+ * VDI. Caller holds the lock. NULL and *res = NO_VDI or NO_TAG.
+ */
+static struct vdi_state *find_vdi(const char *name, uint32_t snapid, const char *tag, int *res)
+{
+	uint32_t start = sd_name_to_vid(name), vid = start;
+	bool name_seen = false;
+
+	do {
+		if (vid != 0) {
+			struct vdi_state *s;
+
+			if (!sd_vid_test(vdi_bitmap, vid))
+				break;
+			s = lookup_vid(vid);
+			if (s && !s->deleted && !strcmp(s->name, name)) {
+				name_seen = true;
+				if (snapid ? s->snap_id == snapid
+					   : (tag && tag[0] ? s->snapshot && !strcmp(s->tag, tag)
+							    : !s->snapshot))
+					return s;
+			}
+		}
+		vid = (vid + 1) & (SD_NR_VDIS - 1);
+	} while (vid != start);
+	*res = (name_seen && tag && tag[0] && !snapid) ? SD_RES_NO_TAG : SD_RES_NO_VDI;
+	return NULL;
+}
+
+/*
+ * Payload of VDI requests: name[256] and optionally tag[256]. Checks that
+ * both are NUL-terminated in their fields; name must be non-empty.
+ */
+static int parse_names(struct request *req, const char **name, const char **tag)
+{
+	uint32_t len = req->rq.data_length;
+	char *p = req->data;
+
+	if (!(req->rq.flags & SD_FLAG_CMD_WRITE) || len == 0)
+		return SD_RES_INVALID_PARMS;
+	if (!memchr(p, '\0', min_t(uint32_t, len, SD_MAX_VDI_LEN)) || p[0] == '\0')
+		return SD_RES_INVALID_PARMS;
+	*name = p;
+	*tag = NULL;
+	if (len > SD_MAX_VDI_LEN) {
+		char *t = p + SD_MAX_VDI_LEN;
+		if (!memchr(t, '\0', min_t(uint32_t, len - SD_MAX_VDI_LEN, SD_MAX_VDI_TAG_LEN)))
+			return SD_RES_INVALID_PARMS;
+		*tag = t;
+	}
+	return SD_RES_SUCCESS;
+}
+
+static uint64_t now_ctime(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_sec << 32) | (uint32_t)ts.tv_nsec;
+}
+
+/*
+ * Write a new inode: only the header and, when the map has entries, the
+ * map (the rest of the object reads as zeros). Durable before returning.
+ */
+static int create_inode(const struct sd_inode *inode, bool has_map)
+{
+	uint32_t len = has_map ? SD_INODE_SIZE : SD_INODE_HEADER_SIZE;
+
+	return sd_store->create_and_write(vid_to_vdi_oid(inode->vdi_id), 0, inode, len, 0, true);
+}
+
+static bool map_is_empty(const struct sd_inode *inode)
+{
+	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+		if (inode->data_vdi_id[i])
+			return false;
+	return true;
+}
+
+static void add_child(struct sd_inode_header *parent, uint32_t child)
+{
+	for (int i = 0; i < SD_MAX_CHILDREN; i++)
+		if (!parent->child_vdi_id[i]) {
+			parent->child_vdi_id[i] = child;
+			return;
+		}
+}
+
+/*
+ * NEW_VDI. snapid != 0 means "snapshot the working VDI": it becomes a
+ * snapshot and a new working VDI with the same name takes its place.
+ * base_vdi_id != 0 without snapid makes a clone of that VDI.
+ */
+int vdi_op_new(struct request *req)
+{
+	const struct sd_req *rq = &req->rq;
+	const char *name, *tag;
+	uint8_t shift = rq->vdi.block_size_shift ? rq->vdi.block_size_shift
+						 : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	uint8_t copies = rq->vdi.copies;
+	bool snapshot = rq->vdi.snapid != 0;
+	struct vdi_state *cur, *base = NULL, *s;
+	struct sd_inode *inode = NULL;
+	struct sd_inode_header *parent_hdr = NULL;
+	uint32_t vid, parent_vid = 0;
+	int ret, res;
+
+	ret = parse_names(req, &name, &tag);
+	if (ret)
+		return ret;
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT ||
+	    rq->vdi.vdi_size == 0 ||
+	    rq->vdi.vdi_size > ((uint64_t)MAX_DATA_OBJS << shift) || copies > SD_MAX_COPIES)
+		return SD_RES_INVALID_PARMS;
+
+	pthread_rwlock_wrlock(&vdi_lock);
+	cur = find_vdi(name, 0, NULL, &res);
+	if (rq->vdi.base_vdi_id) {
+		base = lookup_vid(rq->vdi.base_vdi_id);
+		if (!base || base->deleted) {
+			ret = SD_RES_NO_BASE_VDI;
+			goto out_unlock;
+		}
+	}
+	if (snapshot && cur) {
+		parent_vid = cur->vid;
+		if (!base)
+			base = cur;
+	} else if (cur) {
+		ret = SD_RES_VDI_EXIST;
+		goto out_unlock;
+	} else if (base) {
+		parent_vid = base->vid;
+	}
+	if (copies == 0)
+		copies = base ? base->nr_copies : group_copies();
+	if (copies > group_nr_nodes()) {
+		sd_err("vdi %s: %u copies asked, %d node(s)", name, copies, group_nr_nodes());
+		ret = SD_RES_TOO_FEW_NODES;
+		goto out_unlock;
+	}
+	vid = sd_vid_find_free(vdi_bitmap, name);
+	if (!vid) {
+		ret = SD_RES_FULL_VDI;
+		goto out_unlock;
+	}
+
+	inode = calloc(1, sizeof(*inode));
+	parent_hdr = malloc(SD_INODE_HEADER_SIZE);
+	if (!inode || !parent_hdr) {
+		ret = SD_RES_NO_MEM;
+		goto out_unlock;
+	}
+	if (base) {
+		ret = sd_store->read(vid_to_vdi_oid(base->vid), inode, SD_INODE_SIZE, 0);
+		if (ret) {
+			ret = SD_RES_BASE_VDI_READ;
+			goto out_unlock;
+		}
+		memset(inode, 0, SD_INODE_HEADER_SIZE);
+	}
+	snprintf(inode->name, sizeof(inode->name), "%s", name);
+	inode->create_time = now_ctime();
+	inode->vdi_size = rq->vdi.vdi_size;
+	inode->copy_policy = rq->vdi.copy_policy;
+	inode->nr_copies = copies;
+	inode->block_size_shift = shift;
+	inode->snap_id = (snapshot && cur) ? cur->snap_id + 1 : 1;
+	inode->vdi_id = vid;
+	inode->parent_vdi_id = parent_vid;
+
+	/* the new inode first: a crash in between leaves the old one untouched */
+	ret = create_inode(inode, base && !map_is_empty(inode));
+	if (ret)
+		goto out_unlock;
+	s = get_state(vid);
+	if (!s) {
+		ret = SD_RES_NO_MEM;
+		goto out_unlock;
+	}
+	fill_state(s, (const struct sd_inode_header *)inode);
+	sd_vid_set(vdi_bitmap, vid);
+
+	if (parent_vid) {
+		ret = read_header(parent_vid, parent_hdr);
+		if (!ret) {
+			if (snapshot && cur)
+				parent_hdr->snap_ctime = now_ctime();
+			add_child(parent_hdr, vid);
+			ret = write_header(parent_vid, parent_hdr);
+		}
+		if (ret) {
+			sd_err("cannot update the parent %06" PRIx32 " of %06" PRIx32, parent_vid,
+			       vid);
+			ret = SD_RES_BASE_VDI_WRITE;
+			goto out_unlock;
+		}
+		struct vdi_state *ps = lookup_vid(parent_vid);
+		bool locked = ps->locked;
+		fill_state(ps, parent_hdr);
+		ps->locked = locked;
+		/* the client that had the working VDI open now writes to the new one */
+		if (snapshot && cur && ps->locked) {
+			ps->locked = false;
+			s->locked = true;
+		}
+	}
+	sd_info("new vdi %s vid %06" PRIx32 "%s%s", name, vid, snapshot && cur ? " (snapshot of " : "",
+		snapshot && cur ? "the working vdi)" : "");
+	req->rp.vdi.vdi_id = vid;
+	ret = SD_RES_SUCCESS;
+out_unlock:
+	pthread_rwlock_unlock(&vdi_lock);
+	free(inode);
+	free(parent_hdr);
+	return ret;
+}
+
+/* is vid one of s's ancestors (the VDIs whose objects s may share)? */
+static bool descends_from(const struct vdi_state *s, uint32_t vid)
+{
+	for (int depth = 0; s && s->parent && depth < 4096; depth++) {
+		if (s->parent == vid)
+			return true;
+		s = lookup_vid(s->parent);
+	}
+	return false;
+}
+
+struct remove_ctx {
+	uint32_t vid;
+	uint8_t *shared; /* bit per index: still used by a descendant */
+	uint64_t nr_removed;
+};
+
+static int remove_unshared(uint64_t oid, void *arg)
+{
+	struct remove_ctx *ctx = arg;
+	uint32_t idx = oid_to_idx(oid);
+
+	if (is_vdi_obj(oid) || oid_to_vid(oid) != ctx->vid)
+		return 0;
+	if (is_data_obj(oid) && sd_vid_test(ctx->shared, idx))
+		return 0;
+	if (sd_store->remove(oid) == SD_RES_SUCCESS)
+		ctx->nr_removed++;
+	return 0;
+}
+
+/* mark in ctx->shared the indexes whose object a descendant of vid still reads */
+static int mark_shared(struct remove_ctx *ctx, uint32_t *map)
+{
+	for (int b = 0; b < VDI_HASH_SIZE; b++)
+		for (struct vdi_state *s = vdi_hash[b]; s; s = s->hnext) {
+			if (s->vid == ctx->vid || s->deleted || !descends_from(s, ctx->vid))
+				continue;
+			if (sd_store->read(vid_to_vdi_oid(s->vid), map, 4 * MAX_DATA_OBJS,
+					   SD_INODE_HEADER_SIZE))
+				return SD_RES_EIO;
+			for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+				if (map[i] == ctx->vid)
+					sd_vid_set(ctx->shared, i);
+		}
+	return SD_RES_SUCCESS;
+}
+
+/*
+ * DEL_VDI: the working VDI (name only, snapid 0) or a snapshot (snapid or
+ * tag). Its objects go unless a descendant still reads them; its inode
+ * stays, nameless, to keep the vid's bit set.
+ */
+int vdi_op_del(struct request *req)
+{
+	const char *name, *tag;
+	struct vdi_state *s;
+	struct remove_ctx ctx = { 0 };
+	struct sd_inode_header *h = NULL;
+	uint32_t *map = NULL;
+	int ret, res;
+
+	ret = parse_names(req, &name, &tag);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&vdi_lock);
+	s = find_vdi(name, req->rq.vdi.snapid, tag, &res);
+	if (!s) {
+		ret = res;
+		goto out_unlock;
+	}
+	/* no lock check: QEMU locks a snapshot before it deletes it (snapshot -d) */
+	ctx.vid = s->vid;
+	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
+	map = malloc(4 * MAX_DATA_OBJS);
+	h = malloc(SD_INODE_HEADER_SIZE);
+	if (!ctx.shared || !map || !h) {
+		ret = SD_RES_NO_MEM;
+		goto out_unlock;
+	}
+	ret = mark_shared(&ctx, map);
+	if (ret)
+		goto out_unlock;
+	/* the name goes first: a crash in between leaves garbage, never a half VDI */
+	ret = read_header(s->vid, h);
+	if (ret)
+		goto out_unlock;
+	memset(h->name, 0, sizeof(h->name));
+	ret = write_header(s->vid, h);
+	if (ret)
+		goto out_unlock;
+	s->deleted = true;
+	s->name[0] = '\0';
+	sd_store->for_each(remove_unshared, &ctx);
+	sd_info("deleted vdi %s vid %06" PRIx32 ", %" PRIu64 " objects removed", name, ctx.vid,
+		ctx.nr_removed);
+	ret = SD_RES_SUCCESS;
+out_unlock:
+	pthread_rwlock_unlock(&vdi_lock);
+	free(ctx.shared);
+	free(map);
+	free(h);
+	return ret;
+}
+
+static int resolve(struct request *req, bool lock)
+{
+	const char *name, *tag;
+	struct vdi_state *s;
+	int ret, res;
+
+	ret = parse_names(req, &name, &tag);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&vdi_lock);
+	s = find_vdi(name, req->rq.vdi.snapid, tag, &res);
+	if (!s) {
+		ret = res;
+	} else if (lock && s->locked && req->rq.vdi.type != SD_LOCK_TYPE_SHARED) {
+		ret = SD_RES_VDI_LOCKED;
+	} else {
+		if (lock)
+			s->locked = true;
+		req->rp.vdi.vdi_id = s->vid;
+		ret = SD_RES_SUCCESS;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	return ret;
+}
+
+int vdi_op_lock(struct request *req)
+{
+	return resolve(req, true);
+}
+
+int vdi_op_get_info(struct request *req)
+{
+	return resolve(req, false);
+}
+
+int vdi_op_release(struct request *req)
+{
+	struct vdi_state *s;
+	int ret;
+
+	pthread_rwlock_wrlock(&vdi_lock);
+	s = lookup_vid(req->rq.vdi.base_vdi_id);
+	if (!s || s->deleted)
+		ret = SD_RES_NO_VDI;
+	else if (!s->locked)
+		ret = SD_RES_VDI_NOT_LOCKED;
+	else {
+		s->locked = false;
+		ret = SD_RES_SUCCESS;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	return ret;
+}
+
+int vdi_op_read_vdis(struct request *req)
+{
+	uint32_t len = min_t(uint32_t, req->data_cap, SD_VDI_BITMAP_SIZE);
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	memcpy(req->data, vdi_bitmap, len);
+	pthread_rwlock_unlock(&vdi_lock);
+	req->rp.data_length = len;
+	return SD_RES_SUCCESS;
+}

@@ -1,0 +1,144 @@
+/*
+ * Worker thread pools. Each queue has a list of pending works under a mutex
+ * and a condition variable; finished works go to one global list that the
+ * main thread drains when the eventfd says so.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include "event.h"
+#include "logger.h"
+#include "work.h"
+
+struct work_queue {
+	char name[16];
+	int nr_threads;
+	pthread_t *threads;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct list_head pending;
+	bool stopping;
+	struct work_queue *next;
+};
+
+static int done_fd = -1;
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static LIST_HEAD(done_list);
+static struct work_queue *all_queues;
+
+static void done_handler(int fd, uint32_t events, void *data)
+{
+	uint64_t v;
+	LIST_HEAD(local);
+
+	(void)!read(fd, &v, sizeof(v));
+	pthread_mutex_lock(&done_lock);
+	list_splice_tail_init(&done_list, &local);
+	pthread_mutex_unlock(&done_lock);
+
+	while (!list_empty(&local)) {
+		struct work *w = list_first_entry(&local, struct work, node);
+		list_del(&w->node);
+		if (w->done)
+			w->done(w);
+	}
+}
+
+int wq_init(void)
+{
+	done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (done_fd < 0)
+		return -errno;
+	return ev_add(done_fd, EPOLLIN, done_handler, NULL);
+}
+
+static void *worker_main(void *arg)
+{
+	struct work_queue *q = arg;
+	uint64_t one = 1;
+
+	for (;;) {
+		struct work *w;
+
+		pthread_mutex_lock(&q->lock);
+		while (list_empty(&q->pending) && !q->stopping)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (list_empty(&q->pending)) {
+			pthread_mutex_unlock(&q->lock);
+			break;
+		}
+		w = list_first_entry(&q->pending, struct work, node);
+		list_del(&w->node);
+		pthread_mutex_unlock(&q->lock);
+
+		w->fn(w);
+
+		pthread_mutex_lock(&done_lock);
+		list_add_tail(&w->node, &done_list);
+		pthread_mutex_unlock(&done_lock);
+		(void)!write(done_fd, &one, sizeof(one));
+	}
+	return NULL;
+}
+
+struct work_queue *wq_create(const char *name, int nr_threads)
+{
+	struct work_queue *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	q->threads = calloc(nr_threads, sizeof(pthread_t));
+	if (!q->threads) {
+		free(q);
+		return NULL;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	INIT_LIST_HEAD(&q->pending);
+	for (int i = 0; i < nr_threads; i++) {
+		char tname[16];
+		int ret = pthread_create(&q->threads[i], NULL, worker_main, q);
+		if (ret) {
+			sd_err("cannot start worker %s %d: %s", name, i, strerror(ret));
+			break;
+		}
+		q->nr_threads++;
+		snprintf(tname, sizeof(tname), "%s %d", name, i);
+		pthread_setname_np(q->threads[i], tname);
+	}
+	if (!q->nr_threads) {
+		free(q->threads);
+		free(q);
+		return NULL;
+	}
+	q->next = all_queues;
+	all_queues = q;
+	return q;
+}
+
+void wq_queue(struct work_queue *q, struct work *w)
+{
+	pthread_mutex_lock(&q->lock);
+	list_add_tail(&w->node, &q->pending);
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void wq_shutdown_all(void)
+{
+	for (struct work_queue *q = all_queues; q; q = q->next) {
+		pthread_mutex_lock(&q->lock);
+		q->stopping = true;
+		pthread_cond_broadcast(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+	}
+	for (struct work_queue *q = all_queues; q; q = q->next)
+		for (int i = 0; i < q->nr_threads; i++)
+			pthread_join(q->threads[i], NULL);
+}
