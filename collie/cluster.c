@@ -1,0 +1,164 @@
+/*
+ * collie cluster: format, info, shutdown.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collie.h"
+
+#define NR_EPOCH_LOGS 1024
+
+static int cluster_format(int argc, char **argv)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	collie_init_req(&hdr, SD_OP_MAKE_FS);
+	hdr.cluster.ctime = (uint64_t)time(NULL);
+	hdr.cluster.copies = opts.has_copies ? opts.copies : 0;
+	hdr.cluster.copy_policy = 0;
+	hdr.cluster.block_size_shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	return collie_run("failed to format the cluster", &hdr, NULL, 0, 0, &rsp);
+}
+
+static const char *status_str(uint32_t status)
+{
+	switch (status) {
+	case SD_STATUS_OK:
+		return "running";
+	case SD_STATUS_WAIT_FOR_FORMAT:
+		return "not formatted";
+	case SD_STATUS_SHUTDOWN:
+		return "shutting down";
+	case SD_STATUS_HALT:
+		return "halted";
+	default:
+		return "unknown";
+	}
+}
+
+static int cmp_epoch_desc(const void *a, const void *b)
+{
+	const struct sd_epoch_log *x = a, *y = b;
+
+	return x->epoch < y->epoch ? 1 : (x->epoch > y->epoch ? -1 : 0);
+}
+
+static void print_epoch(const struct sd_epoch_log *log)
+{
+	char when[32], addr[64];
+	uint32_t nr = min_t(uint32_t, log->nr_nodes, SD_MAX_NODES);
+
+	if (opts.raw)
+		printf("%u %llu ", log->epoch,
+		       (unsigned long long)collie_time_to_sec(log->ctime));
+	else {
+		collie_fmt_time(log->ctime, "%Y-%m-%d %H:%M:%S", when, sizeof(when));
+		printf("%-19s %5u [", when, log->epoch);
+	}
+	for (uint32_t i = 0; i < nr; i++) {
+		sd_addr_to_str(log->nodes[i].nid.addr, log->nodes[i].nid.port, addr,
+			       sizeof(addr));
+		printf("%s%s", i ? (opts.raw ? "," : ", ") : "", addr);
+	}
+	printf(opts.raw ? "\n" : "]\n");
+}
+
+static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint32_t nr)
+{
+	char when[64];
+
+	if (opts.raw) {
+		printf("%s\n", rsp->cinfo.status == SD_STATUS_OK ? "running" :
+			       rsp->cinfo.status == SD_STATUS_SHUTDOWN ? "shutting-down" :
+			       rsp->cinfo.status == SD_STATUS_HALT ? "halted" : "unknown");
+		printf("%llu %u\n", (unsigned long long)collie_time_to_sec(rsp->cinfo.ctime),
+		       rsp->cinfo.copies);
+	} else {
+		printf("Cluster status: %s\n\n", status_str(rsp->cinfo.status));
+		collie_fmt_time(rsp->cinfo.ctime, "%Y-%m-%d %H:%M:%S", when, sizeof(when));
+		printf("Cluster created at %s\n", when);
+		printf("Copies: %u\n\n", rsp->cinfo.copies);
+		printf("%-19s %5s %s\n", "Time", "Epoch", "Nodes");
+	}
+	qsort(logs, nr, sizeof(*logs), cmp_epoch_desc);
+	for (uint32_t i = 0; i < nr; i++)
+		print_epoch(&logs[i]);
+}
+
+static int cluster_info(int argc, char **argv)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	struct sd_epoch_log *logs;
+	uint32_t len = NR_EPOCH_LOGS * sizeof(*logs), nr;
+	int ret;
+
+	logs = calloc(NR_EPOCH_LOGS, sizeof(*logs));
+	if (!logs) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	collie_init_req(&hdr, SD_OP_STAT_CLUSTER);
+	hdr.data_length = len;
+	if (collie_exec(&hdr, logs, 0, len, &rsp)) {
+		ret = EXIT_SYSFAIL;
+		goto out_free;
+	}
+	ret = EXIT_OK;
+	if (rsp.result == SD_RES_WAIT_FOR_FORMAT || rsp.result == SD_RES_NOT_FORMATTED ||
+	    (rsp.result == SD_RES_SUCCESS && rsp.cinfo.status == SD_STATUS_WAIT_FOR_FORMAT)) {
+		printf(opts.raw ? "not-formatted\n" : "Cluster is not formatted\n");
+		goto out_free;
+	}
+	if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to get the cluster status: %s", sd_strerror((int)rsp.result));
+		ret = collie_exit_code((int)rsp.result);
+		goto out_free;
+	}
+	nr = min_t(uint32_t, rsp.data_length, len) / sizeof(*logs);
+	nr = min_t(uint32_t, nr, rsp.cinfo.nr_epochs ? rsp.cinfo.nr_epochs : nr);
+	print_info(&rsp, logs, nr);
+out_free:
+	free(logs);
+	return ret;
+}
+
+/* the daemon may go away before it answers: a closed connection is success */
+static int cluster_shutdown(int argc, char **argv)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	int fd, ret;
+
+	fd = collie_connect(opts.addr, opts.port);
+	if (fd < 0)
+		return EXIT_SYSFAIL;
+	collie_init_req(&hdr, SD_OP_SHUTDOWN);
+	ret = sd_exec_req(fd, &hdr, NULL, 0, 0, &rsp);
+	close(fd);
+	if (ret == -ECONNRESET)
+		return EXIT_OK;
+	if (ret) {
+		collie_err("failed to shut down the cluster: %s", strerror(-ret));
+		return EXIT_SYSFAIL;
+	}
+	if (rsp.result != SD_RES_SUCCESS && rsp.result != SD_RES_SHUTDOWN) {
+		collie_err("failed to shut down the cluster: %s", sd_strerror((int)rsp.result));
+		return collie_exit_code((int)rsp.result);
+	}
+	return EXIT_OK;
+}
+
+const struct subcommand cluster_cmds[] = {
+	{ "format", "", OPT_COPIES, "format the cluster and set its default number of copies",
+	  cluster_format, NULL, 0, 0 },
+	{ "info", "", OPT_RAW, "show the cluster status and its epoch history", cluster_info, NULL,
+	  0, 0 },
+	{ "shutdown", "", 0, "stop the daemons of the cluster", cluster_shutdown, NULL, 0, 0 },
+	{ NULL },
+};

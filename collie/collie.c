@@ -1,0 +1,372 @@
+/*
+ * collie: command line parsing and dispatch.
+ *
+ * collie COMMAND SUBCOMMAND [ARGS] [OPTIONS]: options may stand anywhere on
+ * the line (GNU getopt permutes them out). Every option is parsed against
+ * the union of all options, then checked against what the chosen
+ * subcommand accepts, so "-c" means the same thing everywhere.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "collie.h"
+
+struct collie_opts opts = {
+	.addr = "localhost",
+	.port = SD_LISTEN_PORT,
+};
+
+char collie_cmd_path[64];
+
+static const struct command commands[] = {
+	{ "cluster", "format, inspect and stop the cluster", cluster_cmds },
+	{ "node", "list the nodes and their storage", node_cmds },
+	{ "vdi", "create, list, read, write, snapshot and delete virtual disks", vdi_cmds },
+	{ "debug", "drive the function tracer of a daemon", debug_cmds },
+	{ NULL, NULL, NULL },
+};
+
+enum {
+	LOPT_TRACER = 0x100,
+	LOPT_FUNCTION,
+	LOPT_DEPTH,
+	LOPT_BUFFER_SIZE,
+	LOPT_FORMAT,
+	LOPT_VERSION,
+};
+
+static const struct option long_options[] = {
+	{ "address", required_argument, NULL, 'a' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "copies", required_argument, NULL, 'c' },
+	{ "snapshot", required_argument, NULL, 's' },
+	{ "raw", no_argument, NULL, 'r' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "tracer", required_argument, NULL, LOPT_TRACER },
+	{ "function", required_argument, NULL, LOPT_FUNCTION },
+	{ "depth", required_argument, NULL, LOPT_DEPTH },
+	{ "buffer-size", required_argument, NULL, LOPT_BUFFER_SIZE },
+	{ "format", required_argument, NULL, LOPT_FORMAT },
+	{ "version", no_argument, NULL, LOPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct {
+	unsigned int bit;
+	const char *usage;
+	const char *help;
+} option_help[] = {
+	{ OPT_COPIES, "-c, --copies N", "number of replicas (1-31; default: the cluster's)" },
+	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
+	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
+	{ OPT_TRACER, "--tracer NAME", "tracer to run (default: graph)" },
+	{ OPT_FUNCTION, "--function PATTERN", "trace only functions matching the glob (repeatable)" },
+	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
+	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
+	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },
+};
+
+/* the options seen on the line, as OPT_* bits, and the first one's spelling */
+static unsigned int seen_opts;
+static char seen_name[8][32];
+static char cur_spelling[32]; /* the option being parsed: "-c" or "--copies" */
+
+void collie_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("collie: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int collie_usage_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("collie: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'collie%s%s --help' for more information.\n",
+		collie_cmd_path[0] ? " " : "", collie_cmd_path);
+	return EXIT_USAGE;
+}
+
+static void print_version(void)
+{
+	printf("collie version %s\n", PACKAGE_VERSION);
+}
+
+static void print_main_usage(void)
+{
+	printf("Usage: collie COMMAND SUBCOMMAND [ARGS] [OPTIONS]\n\n");
+	printf("Commands:\n");
+	for (const struct command *c = commands; c->name; c++)
+		printf("  %-10s %s\n", c->name, c->help);
+	printf("\nCommon options (anywhere on the line):\n");
+	printf("  %-22s %s\n", "-a, --address HOST", "daemon to talk to (default: localhost)");
+	printf("  %-22s %s\n", "-p, --port PORT", "its port (default: 7000)");
+	printf("  %-22s %s\n", "-h, --help", "show help (also after a command or subcommand)");
+	printf("  %-22s %s\n", "--version", "show the version");
+	printf("\nExit status: 0 success, 1 failure, 2 system failure (connection, I/O),\n"
+	       "3 already exists, 4 full, 5 no such VDI or snapshot, 64 usage error.\n");
+	printf("See collie(8) for details.\n");
+}
+
+static void print_table_usage(const char *path, const struct subcommand *table)
+{
+	printf("Usage: collie %s SUBCOMMAND [ARGS] [OPTIONS]\n\nSubcommands:\n", path);
+	for (const struct subcommand *s = table; s->name; s++) {
+		char syn[96];
+
+		snprintf(syn, sizeof(syn), "%s%s%s", s->name, s->args[0] ? " " : "", s->args);
+		printf("  %-30s %s\n", syn, s->help);
+	}
+	printf("\nRun 'collie %s SUBCOMMAND --help' for the options of one subcommand.\n", path);
+}
+
+static void print_sub_usage(const char *path, const struct subcommand *s)
+{
+	printf("Usage: collie %s%s%s [OPTIONS]\n\n%s\n\nOptions:\n", path, s->args[0] ? " " : "",
+	       s->args, s->help);
+	for (size_t i = 0; i < ARRAY_SIZE(option_help); i++)
+		if (s->flags & option_help[i].bit)
+			printf("  %-22s %s\n", option_help[i].usage, option_help[i].help);
+	printf("  %-22s %s\n", "-a, --address HOST", "daemon to talk to (default: localhost)");
+	printf("  %-22s %s\n", "-p, --port PORT", "its port (default: 7000)");
+	printf("  %-22s %s\n", "-h, --help", "show this help");
+}
+
+static int bit_index(unsigned int bit)
+{
+	return __builtin_ctz(bit);
+}
+
+static void mark_seen(unsigned int bit)
+{
+	if (!(seen_opts & bit))
+		snprintf(seen_name[bit_index(bit)], sizeof(seen_name[0]), "%s", cur_spelling);
+	seen_opts |= bit;
+}
+
+static int parse_one(int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'a':
+		if (!*arg)
+			return collie_usage_err("empty address");
+		opts.addr = arg;
+		break;
+	case 'p':
+		if (sd_parse_uint(arg, 1, 65535, &v))
+			return collie_usage_err("invalid port '%s'", arg);
+		opts.port = (int)v;
+		break;
+	case 'c':
+		if (sd_parse_uint(arg, 1, SD_MAX_COPIES, &v))
+			return collie_usage_err("invalid number of copies '%s' (1-%d)", arg,
+						SD_MAX_COPIES);
+		opts.copies = (uint8_t)v;
+		opts.has_copies = true;
+		mark_seen(OPT_COPIES);
+		break;
+	case 's':
+		opts.snapshot = arg;
+		mark_seen(OPT_SNAPSHOT);
+		break;
+	case 'r':
+		opts.raw = true;
+		mark_seen(OPT_RAW);
+		break;
+	case LOPT_TRACER:
+		if (strlen(arg) >= sizeof(((struct sd_trace_status *)0)->tracer))
+			return collie_usage_err("tracer name too long '%s'", arg);
+		opts.tracer = arg;
+		mark_seen(OPT_TRACER);
+		break;
+	case LOPT_FUNCTION:
+		if (!*arg)
+			return collie_usage_err("empty function pattern");
+		if (opts.nr_functions == COLLIE_MAX_FUNCTIONS)
+			return collie_usage_err("too many --function patterns (max %d)",
+						COLLIE_MAX_FUNCTIONS);
+		opts.functions[opts.nr_functions++] = arg;
+		mark_seen(OPT_FUNCTION);
+		break;
+	case LOPT_DEPTH:
+		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
+			return collie_usage_err("invalid depth '%s'", arg);
+		opts.depth = (uint32_t)v;
+		opts.has_depth = true;
+		mark_seen(OPT_DEPTH);
+		break;
+	case LOPT_BUFFER_SIZE:
+		if (sd_parse_size(arg, &v) || v == 0)
+			return collie_usage_err("invalid size '%s'", arg);
+		opts.buffer_size = v;
+		opts.has_buffer_size = true;
+		mark_seen(OPT_BUFFER_SIZE);
+		break;
+	case LOPT_FORMAT:
+		opts.format = arg;
+		mark_seen(OPT_FORMAT);
+		break;
+	}
+	return EXIT_OK;
+}
+
+/*
+ * Parse every option. Returns EXIT_OK, an exit code, or -1 when help or the
+ * version was asked for (*help / *version set).
+ */
+static int parse_options(int argc, char **argv, bool *help, bool *version)
+{
+	int c, longidx, ret;
+
+	opterr = 0;
+	for (;;) {
+		longidx = -1;
+		c = getopt_long(argc, argv, ":a:p:c:s:rh", long_options, &longidx);
+		if (c == -1)
+			break;
+		switch (c) {
+		case 'h':
+			*help = true;
+			break;
+		case LOPT_VERSION:
+			*version = true;
+			break;
+		case '?':
+			if (optopt)
+				return collie_usage_err("unknown option '-%c'", optopt);
+			return collie_usage_err("unknown option '%s'", argv[optind - 1]);
+		case ':':
+			return collie_usage_err("option '%s' needs an argument", argv[optind - 1]);
+		default:
+			if (longidx >= 0)
+				snprintf(cur_spelling, sizeof(cur_spelling), "--%s",
+					 long_options[longidx].name);
+			else
+				snprintf(cur_spelling, sizeof(cur_spelling), "-%c", c);
+			ret = parse_one(c, optarg);
+			if (ret)
+				return ret;
+		}
+	}
+	return EXIT_OK;
+}
+
+static int check_options(const struct subcommand *s)
+{
+	unsigned int bad = seen_opts & ~s->flags;
+
+	if (!bad)
+		return EXIT_OK;
+	return collie_usage_err("option '%s' is not valid for 'collie %s'",
+				seen_name[bit_index(bad & -bad)], collie_cmd_path);
+}
+
+static const struct subcommand *find_sub(const struct subcommand *table, const char *name)
+{
+	for (const struct subcommand *s = table; s->name; s++)
+		if (!strcmp(s->name, name))
+			return s;
+	return NULL;
+}
+
+static void path_append(const char *word)
+{
+	size_t len = strlen(collie_cmd_path);
+
+	snprintf(collie_cmd_path + len, sizeof(collie_cmd_path) - len, "%s%s", len ? " " : "",
+		 word);
+}
+
+/* walk argv's positional words down the command tables and run the handler */
+static int dispatch(int argc, char **argv, bool help)
+{
+	const struct command *cmd;
+	const struct subcommand *table, *s = NULL;
+	int nr_args;
+
+	if (argc == 0) {
+		if (help) {
+			print_main_usage();
+			return EXIT_OK;
+		}
+		return collie_usage_err("missing command");
+	}
+	for (cmd = commands; cmd->name; cmd++)
+		if (!strcmp(cmd->name, argv[0]))
+			break;
+	if (!cmd->name)
+		return collie_usage_err("unknown command '%s'", argv[0]);
+	path_append(cmd->name);
+	argc--;
+	argv++;
+
+	for (table = cmd->sub;;) {
+		if (argc == 0) {
+			if (help) {
+				print_table_usage(collie_cmd_path, table);
+				return EXIT_OK;
+			}
+			return collie_usage_err("missing subcommand");
+		}
+		s = find_sub(table, argv[0]);
+		if (!s)
+			return collie_usage_err("unknown subcommand '%s'", argv[0]);
+		path_append(s->name);
+		argc--;
+		argv++;
+		if (!s->sub)
+			break;
+		table = s->sub;
+	}
+
+	if (help) {
+		print_sub_usage(collie_cmd_path, s);
+		return EXIT_OK;
+	}
+	nr_args = argc;
+	if (nr_args < s->min_args)
+		return collie_usage_err("missing argument: %s", s->args);
+	if (s->max_args >= 0 && nr_args > s->max_args)
+		return collie_usage_err("too many arguments");
+	if (check_options(s))
+		return EXIT_USAGE;
+	return s->fn(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+	bool help = false, version = false;
+	int ret;
+
+	/* a daemon that hangs up must give an error, not kill us */
+	signal(SIGPIPE, SIG_IGN);
+	ret = parse_options(argc, argv, &help, &version);
+	if (ret)
+		return ret;
+	if (version) {
+		print_version();
+		return EXIT_OK;
+	}
+	ret = dispatch(argc - optind, argv + optind, help);
+	if (fflush(stdout) == EOF && ret == EXIT_OK) {
+		collie_err("failed to write to stdout: %s", strerror(errno));
+		ret = EXIT_SYSFAIL;
+	}
+	return ret;
+}

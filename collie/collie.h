@@ -1,0 +1,156 @@
+/*
+ * collie: the admin command line of the sheepdog-style block store.
+ *
+ * One file per command group (cluster.c, node.c, vdi*.c, debug.c); the
+ * option parser and the dispatcher in collie.c; connection, result and
+ * formatting helpers shared by the groups in common.c.
+ */
+#ifndef COLLIE_H
+#define COLLIE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal_proto.h"
+#include "net.h"
+#include "proto_util.h"
+#include "util.h"
+
+/*
+ * Exit codes: the only place they are defined. A server result becomes an
+ * exit code through collie_exit_code() and nowhere else.
+ */
+#define EXIT_OK 0	 /* success */
+#define EXIT_FAIL 1	 /* the operation failed (the daemon said no) */
+#define EXIT_SYSFAIL 2	 /* cannot connect, network or local I/O error */
+#define EXIT_EXISTS 3	 /* the VDI, snapshot tag or file system already exists */
+#define EXIT_FULL 4	 /* no space, no free vid */
+#define EXIT_MISSING 5	 /* no such VDI or snapshot */
+#define EXIT_USAGE 64	 /* bad command line */
+
+#define COLLIE_CONNECT_TIMEOUT_MS 5000
+#define COLLIE_IO_TIMEOUT_MS 120000
+
+/* options of the whole command line, filled by the parser in collie.c */
+#define COLLIE_MAX_FUNCTIONS 64
+
+struct collie_opts {
+	const char *addr;
+	int port;
+	bool raw;
+	bool has_copies;
+	uint8_t copies;
+	const char *snapshot; /* -s: snapshot id or tag */
+	const char *tracer;
+	const char *functions[COLLIE_MAX_FUNCTIONS];
+	int nr_functions;
+	bool has_depth;
+	uint32_t depth;
+	bool has_buffer_size;
+	uint64_t buffer_size;
+	const char *format;
+};
+
+extern struct collie_opts opts;
+
+/* option bits: which options a subcommand accepts (-a, -p, -h always) */
+#define OPT_COPIES (1U << 0)
+#define OPT_SNAPSHOT (1U << 1)
+#define OPT_RAW (1U << 2)
+#define OPT_TRACER (1U << 3)
+#define OPT_FUNCTION (1U << 4)
+#define OPT_DEPTH (1U << 5)
+#define OPT_BUFFER_SIZE (1U << 6)
+#define OPT_FORMAT (1U << 7)
+
+/*
+ * A subcommand: handler gets the positional arguments after its own name.
+ * A subcommand with a non-NULL sub table (debug trace) has no handler; the
+ * next word selects from sub. Tables end with a zeroed entry.
+ */
+struct subcommand {
+	const char *name;
+	const char *args;   /* usage synopsis of the positional arguments */
+	unsigned int flags; /* OPT_* accepted */
+	const char *help;   /* one line */
+	int (*fn)(int argc, char **argv);
+	const struct subcommand *sub;
+	int min_args;
+	int max_args; /* -1: no limit */
+};
+
+struct command {
+	const char *name;
+	const char *help;
+	const struct subcommand *sub;
+};
+
+extern const struct subcommand cluster_cmds[];
+extern const struct subcommand node_cmds[];
+extern const struct subcommand vdi_cmds[];
+extern const struct subcommand debug_cmds[];
+
+/* errors: one line to stderr, "collie: ..." */
+void __printf(1, 2) collie_err(const char *fmt, ...);
+/* a usage error: message plus a hint naming the current command; EXIT_USAGE */
+int __printf(1, 2) collie_usage_err(const char *fmt, ...);
+/* the command words typed so far, for usage messages ("vdi create") */
+extern char collie_cmd_path[64];
+
+/* map a result code to an exit code (the only place this happens) */
+int collie_exit_code(int result);
+
+/*
+ * Run one request on a new connection to opts.addr:opts.port. The version
+ * byte is set from the opcode. Returns 0 and fills rsp (look at
+ * rsp->result), or -errno after printing why.
+ */
+int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
+		struct sd_rsp *rsp);
+/* the same against another node */
+int collie_exec_at(const char *host, int port, struct sd_req *hdr, void *data, uint32_t wlen,
+		   uint32_t rlen, struct sd_rsp *rsp);
+/* a connection with the I/O timeout set: fd, or -errno after printing why */
+int collie_connect(const char *host, int port);
+/* fill the common header: opcode, version byte */
+void collie_init_req(struct sd_req *hdr, uint8_t opcode);
+
+/*
+ * Run a request and turn a transport failure or a result other than
+ * SD_RES_SUCCESS into a message ("collie: WHAT: reason") and an exit code.
+ * Returns EXIT_OK or the exit code.
+ */
+int collie_run(const char *what, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
+	       struct sd_rsp *rsp);
+
+/* time helpers: the daemon's time fields, whatever their unit, in seconds */
+uint64_t collie_time_to_sec(uint64_t t);
+void collie_fmt_time(uint64_t t, const char *fmt, char *buf, size_t len);
+
+/* sizes: human ("1.0 GB") or, with -r, bytes */
+void collie_fmt_size(uint64_t size, char *buf, size_t len);
+
+/* node address helpers */
+void collie_node_host(const struct sd_node *n, char *buf, size_t len);
+
+/* VDI helpers (vdi_common.c) */
+int vdi_check_name(const char *name);
+/*
+ * Resolve NAME (and snapshot string SNAP, NULL = working VDI) to a vid with
+ * GET_VDI_INFO. Returns EXIT_OK or an exit code after printing why.
+ */
+int vdi_lookup(const char *name, const char *snap, uint32_t *vid);
+/* READ_OBJ of the inode (len bytes: SD_INODE_HEADER_SIZE or SD_INODE_SIZE) */
+int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len);
+/* WRITE_OBJ of len bytes of the inode at offset */
+int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len);
+/* a vid-sorted walk of every VDI in use; fn gets the full inode */
+int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg);
+
+/* vdi subcommands living outside vdi.c */
+int vdi_read(int argc, char **argv);
+int vdi_write(int argc, char **argv);
+int vdi_list(int argc, char **argv);
+int vdi_tree(int argc, char **argv);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * collie: helpers shared by the command groups: one request per connection,
+ * result codes to exit codes, time and size formatting.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collie.h"
+
+/*
+ * The one mapping from a result code (SD_RES_*) or a transport failure
+ * (negative errno) to an exit code.
+ */
+int collie_exit_code(int result)
+{
+	if (result < 0)
+		return EXIT_SYSFAIL;
+	switch (result) {
+	case SD_RES_SUCCESS:
+		return EXIT_OK;
+	case SD_RES_VDI_EXIST:
+	case SD_RES_ALREADY_FORMATTED:
+		return EXIT_EXISTS;
+	case SD_RES_FULL_VDI:
+	case SD_RES_NO_SPACE:
+		return EXIT_FULL;
+	case SD_RES_NO_VDI:
+	case SD_RES_NO_TAG:
+	case SD_RES_NO_BASE_VDI:
+	case SD_RES_NO_OBJ:
+		return EXIT_MISSING;
+	case SD_RES_EIO:
+	case SD_RES_SYSTEM_ERROR:
+		return EXIT_SYSFAIL;
+	default:
+		return EXIT_FAIL;
+	}
+}
+
+static void fmt_hostport(const char *host, int port, char *buf, size_t len)
+{
+	if (strchr(host, ':'))
+		snprintf(buf, len, "[%s]:%d", host, port);
+	else
+		snprintf(buf, len, "%s:%d", host, port);
+}
+
+int collie_connect(const char *host, int port)
+{
+	char hp[300];
+	int fd, ret;
+
+	fd = sd_connect(host, port, COLLIE_CONNECT_TIMEOUT_MS);
+	if (fd < 0) {
+		fmt_hostport(host, port, hp, sizeof(hp));
+		collie_err("failed to connect to %s: %s", hp,
+			   fd == -EHOSTUNREACH ? "cannot resolve the address" : strerror(-fd));
+		return fd;
+	}
+	ret = sd_set_timeout(fd, COLLIE_IO_TIMEOUT_MS);
+	if (ret) {
+		collie_err("failed to set a socket timeout: %s", strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+void collie_init_req(struct sd_req *hdr, uint8_t opcode)
+{
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->opcode = opcode;
+	hdr->proto_ver = sd_is_internal_op(opcode) ? SD_SHEEP_PROTO_VER : SD_PROTO_VER;
+}
+
+int collie_exec_at(const char *host, int port, struct sd_req *hdr, void *data, uint32_t wlen,
+		   uint32_t rlen, struct sd_rsp *rsp)
+{
+	char hp[300];
+	int fd, ret;
+
+	fd = collie_connect(host, port);
+	if (fd < 0)
+		return fd;
+	ret = sd_exec_req(fd, hdr, data, wlen, rlen, rsp);
+	close(fd);
+	if (ret) {
+		fmt_hostport(host, port, hp, sizeof(hp));
+		collie_err("failed to talk to %s: %s", hp,
+			   ret == -ECONNRESET ? "connection closed by the daemon" : strerror(-ret));
+	}
+	return ret;
+}
+
+int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
+		struct sd_rsp *rsp)
+{
+	return collie_exec_at(opts.addr, opts.port, hdr, data, wlen, rlen, rsp);
+}
+
+int collie_run(const char *what, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
+	       struct sd_rsp *rsp)
+{
+	int ret = collie_exec(hdr, data, wlen, rlen, rsp);
+
+	if (ret)
+		return EXIT_SYSFAIL;
+	if (rsp->result != SD_RES_SUCCESS) {
+		collie_err("%s: %s", what, sd_strerror((int)rsp->result));
+		return collie_exit_code((int)rsp->result);
+	}
+	return EXIT_OK;
+}
+
+/*
+ * The daemon's time fields come in one of three units: seconds, sheepdog's
+ * seconds << 32 | nanoseconds, or nanoseconds. Seconds fit in 32 bits; the
+ * shifted form has a plausible date (after 2001) in its high word; the rest
+ * is nanoseconds.
+ */
+uint64_t collie_time_to_sec(uint64_t t)
+{
+	if (t <= UINT32_MAX)
+		return t;
+	if ((t >> 32) >= 1000000000ULL)
+		return t >> 32;
+	return t / 1000000000ULL;
+}
+
+void collie_fmt_time(uint64_t t, const char *fmt, char *buf, size_t len)
+{
+	time_t sec = (time_t)collie_time_to_sec(t);
+	struct tm tm;
+
+	if (!localtime_r(&sec, &tm) || !strftime(buf, len, fmt, &tm))
+		snprintf(buf, len, "%llu", (unsigned long long)sec);
+}
+
+void collie_fmt_size(uint64_t size, char *buf, size_t len)
+{
+	if (opts.raw)
+		snprintf(buf, len, "%llu", (unsigned long long)size);
+	else
+		sd_size_to_str(size, buf, len);
+}
+
+void collie_node_host(const struct sd_node *n, char *buf, size_t len)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t zero[16];
+
+	if (!memcmp(n->nid.addr, zero, 16)) {
+		snprintf(buf, len, "%s", opts.addr);
+		return;
+	}
+	if (!memcmp(n->nid.addr, v4mapped, 12)) {
+		if (n->nid.addr[12] == 0 && n->nid.addr[13] == 0 && n->nid.addr[14] == 0 &&
+		    n->nid.addr[15] == 0)
+			snprintf(buf, len, "%s", opts.addr);
+		else
+			inet_ntop(AF_INET, n->nid.addr + 12, buf, (socklen_t)len);
+		return;
+	}
+	inet_ntop(AF_INET6, n->nid.addr, buf, (socklen_t)len);
+}

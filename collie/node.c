@@ -1,0 +1,129 @@
+/*
+ * collie node: list, info.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collie.h"
+
+/* GET_NODE_LIST into a new array: EXIT_OK or an exit code */
+static int get_nodes(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint32_t len = SD_MAX_NODES * sizeof(struct sd_node);
+	int ret;
+
+	*nodes = calloc(SD_MAX_NODES, sizeof(struct sd_node));
+	if (!*nodes) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	collie_init_req(&hdr, SD_OP_GET_NODE_LIST);
+	hdr.data_length = len;
+	ret = collie_run("failed to get the node list", &hdr, *nodes, 0, len, &rsp);
+	if (ret) {
+		free(*nodes);
+		*nodes = NULL;
+		return ret;
+	}
+	*nr = min_t(uint32_t, rsp.node.nr_nodes, min_t(uint32_t, rsp.data_length, len) /
+						   sizeof(struct sd_node));
+	*local_idx = rsp.node.local_idx;
+	return EXIT_OK;
+}
+
+static int node_list(int argc, char **argv)
+{
+	struct sd_node *nodes;
+	uint32_t nr, local_idx;
+	char addr[64];
+	int ret;
+
+	ret = get_nodes(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	if (!opts.raw)
+		printf("  Id   Host:Port                V-Nodes   Zone\n");
+	for (uint32_t i = 0; i < nr; i++) {
+		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
+		if (opts.raw)
+			printf("%u %s %u %u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
+		else
+			printf("%4u   %-24s %7u %6u\n", i, addr, nodes[i].nr_vnodes,
+			       nodes[i].zone);
+	}
+	free(nodes);
+	return EXIT_OK;
+}
+
+static void print_usage_line(const char *id, uint64_t size, uint64_t used, uint64_t avail,
+			     uint64_t nr_objects)
+{
+	char s[32], u[32], a[32];
+	unsigned int pct = size ? (unsigned int)(used * 100 / size) : 0;
+
+	collie_fmt_size(size, s, sizeof(s));
+	collie_fmt_size(used, u, sizeof(u));
+	collie_fmt_size(avail, a, sizeof(a));
+	if (opts.raw)
+		printf("%s %s %s %s %u %llu\n", id, s, u, a, pct, (unsigned long long)nr_objects);
+	else
+		printf("%5s %10s %10s %10s %4u%% %9llu\n", id, s, u, a, pct,
+		       (unsigned long long)nr_objects);
+}
+
+static int node_info(int argc, char **argv)
+{
+	struct sd_node *nodes;
+	uint32_t nr, local_idx;
+	uint64_t tot_size = 0, tot_used = 0, tot_avail = 0, tot_objs = 0;
+	int ret, failed = EXIT_OK;
+
+	ret = get_nodes(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	if (!opts.raw)
+		printf("%5s %10s %10s %10s %5s %9s\n", "Id", "Size", "Used", "Avail", "Use%",
+		       "Objects");
+	for (uint32_t i = 0; i < nr; i++) {
+		struct sd_req hdr;
+		struct sd_rsp rsp;
+		struct sd_node_info info;
+		char host[64], id[16];
+
+		memset(&info, 0, sizeof(info));
+		collie_node_host(&nodes[i], host, sizeof(host));
+		collie_init_req(&hdr, SD_OP_STAT_SHEEP);
+		hdr.data_length = sizeof(info);
+		if (collie_exec_at(host, nodes[i].nid.port, &hdr, &info, 0, sizeof(info), &rsp)) {
+			failed = EXIT_SYSFAIL;
+			continue;
+		}
+		if (rsp.result != SD_RES_SUCCESS) {
+			collie_err("failed to get the status of node %u: %s", i,
+				   sd_strerror((int)rsp.result));
+			failed = collie_exit_code((int)rsp.result);
+			continue;
+		}
+		snprintf(id, sizeof(id), "%u", i);
+		print_usage_line(id, info.store_size, info.store_used, info.store_free,
+				 info.nr_objects);
+		tot_size += info.store_size;
+		tot_used += info.store_used;
+		tot_avail += info.store_free;
+		tot_objs += info.nr_objects;
+	}
+	if (nr)
+		print_usage_line(opts.raw ? "total" : "Total", tot_size, tot_used, tot_avail,
+				 tot_objs);
+	free(nodes);
+	return failed;
+}
+
+const struct subcommand node_cmds[] = {
+	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
+	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
+	{ NULL },
+};

@@ -1,0 +1,399 @@
+/*
+ * collie vdi: create, delete, snapshot, clone, and the VDI helpers the other
+ * vdi files share (name checks, name -> vid, inode reads and writes).
+ *
+ * Like QEMU, collie resolves a name with GET_VDI_INFO (no LOCK_VDI: it is
+ * an admin tool and holds nothing open) and reads the inode with READ_OBJ.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collie.h"
+
+int vdi_check_name(const char *name)
+{
+	if (!*name)
+		return collie_usage_err("empty vdi name");
+	if (strlen(name) >= SD_MAX_VDI_LEN)
+		return collie_usage_err("vdi name too long (max %d bytes)", SD_MAX_VDI_LEN - 1);
+	return EXIT_OK;
+}
+
+static bool is_number(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* a snapshot string: a number is a snapshot id (>= 1), anything else a tag */
+static int parse_snap(const char *snap, uint32_t *snapid, const char **tag)
+{
+	uint64_t v;
+
+	*snapid = 0;
+	*tag = "";
+	if (!snap)
+		return EXIT_OK;
+	if (is_number(snap)) {
+		if (sd_parse_uint(snap, 1, UINT32_MAX, &v))
+			return collie_usage_err("invalid snapshot id '%s'", snap);
+		*snapid = (uint32_t)v;
+		return EXIT_OK;
+	}
+	if (!*snap)
+		return collie_usage_err("empty snapshot tag");
+	if (strlen(snap) >= SD_MAX_VDI_TAG_LEN)
+		return collie_usage_err("snapshot tag too long (max %d bytes)",
+					SD_MAX_VDI_TAG_LEN - 1);
+	*tag = snap;
+	return EXIT_OK;
+}
+
+/* GET_VDI_INFO: the result code, or -errno (printed) */
+static int get_vdi_info(const char *name, uint32_t snapid, const char *tag, uint32_t *vid)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char buf[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN];
+	int ret;
+
+	memset(buf, 0, sizeof(buf));
+	strncpy(buf, name, SD_MAX_VDI_LEN - 1);
+	strncpy(buf + SD_MAX_VDI_LEN, tag, SD_MAX_VDI_TAG_LEN - 1);
+	collie_init_req(&hdr, SD_OP_GET_VDI_INFO);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	hdr.data_length = sizeof(buf);
+	hdr.vdi.snapid = snapid;
+	ret = collie_exec(&hdr, buf, sizeof(buf), 0, &rsp);
+	if (ret)
+		return ret;
+	if (rsp.result == SD_RES_SUCCESS)
+		*vid = rsp.vdi.vdi_id;
+	return (int)rsp.result;
+}
+
+static void print_not_found(const char *name, const char *snap)
+{
+	if (snap)
+		collie_err("snapshot '%s' of vdi '%s' not found", snap, name);
+	else
+		collie_err("vdi '%s' not found", name);
+}
+
+int vdi_lookup(const char *name, const char *snap, uint32_t *vid)
+{
+	const char *tag;
+	uint32_t snapid;
+	int ret;
+
+	ret = parse_snap(snap, &snapid, &tag);
+	if (ret)
+		return ret;
+	ret = get_vdi_info(name, snapid, tag, vid);
+	if (ret < 0)
+		return EXIT_SYSFAIL;
+	if (ret == SD_RES_NO_VDI || ret == SD_RES_NO_TAG) {
+		print_not_found(name, snap);
+		return EXIT_MISSING;
+	}
+	if (ret != SD_RES_SUCCESS) {
+		collie_err("failed to look up vdi '%s': %s", name, sd_strerror(ret));
+		return collie_exit_code(ret);
+	}
+	return EXIT_OK;
+}
+
+int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char what[64];
+	int ret;
+
+	collie_init_req(&hdr, SD_OP_READ_OBJ);
+	hdr.data_length = len;
+	hdr.obj.oid = vid_to_vdi_oid(vid);
+	snprintf(what, sizeof(what), "failed to read the inode of vdi %x", vid);
+	ret = collie_run(what, &hdr, inode, 0, len, &rsp);
+	if (ret)
+		return ret;
+	if (rsp.data_length < len) {
+		collie_err("%s: short read (%u of %u bytes)", what, rsp.data_length, len);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char what[64];
+
+	collie_init_req(&hdr, SD_OP_WRITE_OBJ);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	hdr.data_length = len;
+	hdr.obj.oid = vid_to_vdi_oid(inode->vdi_id);
+	hdr.obj.copies = inode->nr_copies;
+	hdr.obj.offset = offset;
+	snprintf(what, sizeof(what), "failed to update the inode of vdi %x", inode->vdi_id);
+	return collie_run(what, &hdr, (char *)inode + offset, len, 0, &rsp);
+}
+
+/* NEW_VDI: the result code or -errno; *new_vid on success */
+static int new_vdi(const char *name, uint64_t size, uint32_t base_vid, uint8_t copies,
+		   uint8_t copy_policy, uint8_t shift, uint32_t snapshot, uint32_t *new_vid)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char buf[SD_MAX_VDI_LEN];
+	int ret;
+
+	memset(buf, 0, sizeof(buf));
+	strncpy(buf, name, sizeof(buf) - 1);
+	collie_init_req(&hdr, SD_OP_NEW_VDI);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	hdr.data_length = sizeof(buf);
+	hdr.vdi.vdi_size = size;
+	hdr.vdi.base_vdi_id = base_vid;
+	hdr.vdi.copies = copies;
+	hdr.vdi.copy_policy = copy_policy;
+	hdr.vdi.block_size_shift = shift;
+	hdr.vdi.snapid = snapshot;
+	ret = collie_exec(&hdr, buf, sizeof(buf), 0, &rsp);
+	if (ret)
+		return ret;
+	if (rsp.result == SD_RES_SUCCESS && new_vid)
+		*new_vid = rsp.vdi.vdi_id;
+	return (int)rsp.result;
+}
+
+static int new_vdi_err(const char *what, const char *name, int ret)
+{
+	if (ret < 0)
+		return EXIT_SYSFAIL;
+	if (ret == SD_RES_VDI_EXIST)
+		collie_err("vdi '%s' already exists", name);
+	else
+		collie_err("failed to %s vdi '%s': %s", what, name, sd_strerror(ret));
+	return collie_exit_code(ret);
+}
+
+/* the cluster's object size, as QEMU asks for it; 22 when it won't say */
+static int get_block_size_shift(uint8_t *shift)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	collie_init_req(&hdr, SD_OP_GET_CLUSTER_DEFAULT);
+	if (collie_exec(&hdr, NULL, 0, 0, &rsp))
+		return EXIT_SYSFAIL;
+	*shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	if (rsp.result == SD_RES_SUCCESS && rsp.cluster.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
+	    rsp.cluster.block_size_shift <= 31)
+		*shift = rsp.cluster.block_size_shift;
+	return EXIT_OK;
+}
+
+static int vdi_create(int argc, char **argv)
+{
+	const char *name = argv[0];
+	uint64_t size, max;
+	uint8_t shift;
+	char maxs[32];
+	int ret;
+
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	if (sd_parse_size(argv[1], &size) || size == 0)
+		return collie_usage_err("invalid size '%s'", argv[1]);
+	if (size > UINT64_MAX - 511)
+		return collie_usage_err("invalid size '%s'", argv[1]);
+	size = round_up(size, 512);
+	ret = get_block_size_shift(&shift);
+	if (ret)
+		return ret;
+	max = (UINT64_C(1) << shift) * MAX_DATA_OBJS;
+	if (size > max) {
+		sd_size_to_str(max, maxs, sizeof(maxs));
+		return collie_usage_err("vdi size too large '%s' (max %s)", argv[1], maxs);
+	}
+	ret = new_vdi(name, size, 0, opts.has_copies ? opts.copies : 0, 0, shift, 0, NULL);
+	if (ret)
+		return new_vdi_err("create", name, ret);
+	return EXIT_OK;
+}
+
+/* DEL_VDI: name only for the working VDI, name + tag and snapid for a snapshot */
+static int vdi_delete(int argc, char **argv)
+{
+	const char *name = argv[0];
+	struct sd_inode *inode = NULL;
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char buf[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN];
+	uint32_t vid;
+	int ret;
+
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	ret = vdi_lookup(name, opts.snapshot, &vid);
+	if (ret)
+		return ret;
+	memset(buf, 0, sizeof(buf));
+	strncpy(buf, name, SD_MAX_VDI_LEN - 1);
+	collie_init_req(&hdr, SD_OP_DEL_VDI);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	if (opts.snapshot) {
+		inode = malloc(sizeof(*inode)); /* only the header is read */
+		if (!inode) {
+			collie_err("out of memory");
+			return EXIT_SYSFAIL;
+		}
+		ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
+		if (ret)
+			goto out_free;
+		memcpy(buf + SD_MAX_VDI_LEN, inode->tag, SD_MAX_VDI_TAG_LEN - 1);
+		hdr.data_length = sizeof(buf);
+		hdr.vdi.snapid = inode->snap_id;
+	} else {
+		hdr.data_length = SD_MAX_VDI_LEN;
+		hdr.vdi.base_vdi_id = vid;
+	}
+	if (collie_exec(&hdr, buf, hdr.data_length, 0, &rsp)) {
+		ret = EXIT_SYSFAIL;
+		goto out_free;
+	}
+	ret = EXIT_OK;
+	if (rsp.result == SD_RES_NO_VDI || rsp.result == SD_RES_NO_TAG) {
+		print_not_found(name, opts.snapshot);
+		ret = EXIT_MISSING;
+	} else if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to delete vdi '%s': %s", name, sd_strerror((int)rsp.result));
+		ret = collie_exit_code((int)rsp.result);
+	}
+out_free:
+	free(inode);
+	return ret;
+}
+
+/*
+ * As QEMU does it: write the tag into the working VDI's inode header, then
+ * NEW_VDI with base_vdi_id = that vid and snapid = 1. The old vid becomes
+ * the snapshot; a new working VDI takes the name.
+ */
+static int vdi_snapshot(int argc, char **argv)
+{
+	const char *name = argv[0], *tag = opts.snapshot ? opts.snapshot : "";
+	struct sd_inode *inode;
+	uint32_t vid, snap_vid;
+	int ret;
+
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	if (opts.snapshot && (!*tag || is_number(tag)))
+		return collie_usage_err("invalid snapshot tag '%s' (a tag is not a number)", tag);
+	if (strlen(tag) >= SD_MAX_VDI_TAG_LEN)
+		return collie_usage_err("snapshot tag too long (max %d bytes)",
+					SD_MAX_VDI_TAG_LEN - 1);
+	ret = vdi_lookup(name, NULL, &vid);
+	if (ret)
+		return ret;
+	if (*tag) {
+		ret = get_vdi_info(name, 0, tag, &snap_vid);
+		if (ret < 0)
+			return EXIT_SYSFAIL;
+		if (ret == SD_RES_SUCCESS) {
+			collie_err("snapshot '%s' of vdi '%s' already exists", tag, name);
+			return EXIT_EXISTS;
+		}
+	}
+	inode = malloc(sizeof(*inode)); /* only the header is read */
+	if (!inode) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
+	if (ret)
+		goto out_free;
+	memset(inode->tag, 0, sizeof(inode->tag));
+	memcpy(inode->tag, tag, strlen(tag));
+	ret = vdi_write_inode(inode, 0, SD_INODE_HEADER_SIZE);
+	if (ret)
+		goto out_free;
+	ret = new_vdi(name, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
+		      inode->block_size_shift, 1, NULL);
+	if (ret)
+		ret = new_vdi_err("snapshot", name, ret);
+out_free:
+	free(inode);
+	return ret;
+}
+
+static int vdi_clone(int argc, char **argv)
+{
+	const char *src = argv[0], *dst = argv[1];
+	struct sd_inode *inode;
+	uint32_t vid;
+	int ret;
+
+	ret = vdi_check_name(src);
+	if (!ret)
+		ret = vdi_check_name(dst);
+	if (ret)
+		return ret;
+	if (!opts.snapshot)
+		return collie_usage_err("clone needs the snapshot to clone from: -s SNAP");
+	ret = vdi_lookup(src, opts.snapshot, &vid);
+	if (ret)
+		return ret;
+	inode = malloc(sizeof(*inode)); /* only the header is read */
+	if (!inode) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
+	if (ret)
+		goto out_free;
+	if (!vdi_is_snapshot(inode)) {
+		collie_err("'%s' of vdi '%s' is not a snapshot", opts.snapshot, src);
+		ret = EXIT_FAIL;
+		goto out_free;
+	}
+	ret = new_vdi(dst, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
+		      inode->block_size_shift, 0, NULL);
+	if (ret)
+		ret = new_vdi_err("clone", dst, ret);
+out_free:
+	free(inode);
+	return ret;
+}
+
+const struct subcommand vdi_cmds[] = {
+	{ "create", "NAME SIZE", OPT_COPIES, "create a vdi of SIZE bytes (K/M/G/T suffixes)",
+	  vdi_create, NULL, 2, 2 },
+	{ "list", "", OPT_RAW, "list the vdis and their snapshots", vdi_list, NULL, 0, 0 },
+	{ "delete", "NAME", OPT_SNAPSHOT, "delete a vdi, or one of its snapshots with -s",
+	  vdi_delete, NULL, 1, 1 },
+	{ "read", "NAME [OFFSET [LEN]]", OPT_SNAPSHOT,
+	  "write the vdi's contents to stdout (default: from OFFSET to the end)", vdi_read, NULL,
+	  1, 3 },
+	{ "write", "NAME [OFFSET [LEN]]", 0,
+	  "write stdin into the vdi at OFFSET (LEN bytes, or until end of input)", vdi_write,
+	  NULL, 1, 3 },
+	{ "snapshot", "NAME", OPT_SNAPSHOT, "take a snapshot of a vdi, tagged with -s TAG",
+	  vdi_snapshot, NULL, 1, 1 },
+	{ "clone", "SRC DST", OPT_SNAPSHOT, "create vdi DST from snapshot -s SNAP of vdi SRC",
+	  vdi_clone, NULL, 2, 2 },
+	{ "tree", "", 0, "show the vdis, snapshots and clones as a tree", vdi_tree, NULL, 0, 0 },
+	{ NULL },
+};

@@ -1,0 +1,289 @@
+/*
+ * collie vdi list and vdi tree: walk every vid in use (READ_VDIS bitmap),
+ * read each inode whole, and print what they say.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collie.h"
+
+int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint8_t *bitmap;
+	struct sd_inode *inode;
+	int ret;
+
+	bitmap = calloc(1, SD_VDI_BITMAP_SIZE);
+	inode = malloc(sizeof(*inode));
+	if (!bitmap || !inode) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+		goto out_free;
+	}
+	collie_init_req(&hdr, SD_OP_READ_VDIS);
+	hdr.data_length = SD_VDI_BITMAP_SIZE;
+	ret = collie_run("failed to read the list of vdis", &hdr, bitmap, 0, SD_VDI_BITMAP_SIZE,
+			 &rsp);
+	if (ret)
+		goto out_free;
+	for (uint32_t vid = 1; vid < SD_NR_VDIS; vid++) {
+		if (!bitmap[vid >> 3]) {
+			vid |= 7;
+			continue;
+		}
+		if (!sd_vid_test(bitmap, vid))
+			continue;
+		memset(inode, 0, sizeof(*inode));
+		ret = vdi_read_inode(vid, inode, sizeof(*inode));
+		if (ret)
+			goto out_free;
+		if (vdi_is_deleted(inode))
+			continue;
+		fn(inode, arg);
+	}
+out_free:
+	free(inode);
+	free(bitmap);
+	return ret;
+}
+
+/* what list and tree need of an inode */
+struct vdi_entry {
+	char name[SD_MAX_VDI_LEN];
+	char tag[SD_MAX_VDI_TAG_LEN];
+	uint64_t create_time;
+	uint64_t snap_ctime;
+	uint64_t vdi_size;
+	uint64_t used;	 /* bytes in objects of its own */
+	uint64_t shared; /* bytes in objects of an ancestor */
+	uint32_t snap_id;
+	uint32_t vid;
+	uint32_t parent_vid;
+	uint8_t nr_copies;
+	bool printed;
+};
+
+struct vdi_entries {
+	struct vdi_entry *e;
+	size_t nr, cap;
+	bool oom;
+};
+
+static void collect(const struct sd_inode *inode, void *arg)
+{
+	struct vdi_entries *v = arg;
+	struct vdi_entry *e;
+	uint64_t obj_size, nr_own = 0, nr_shared = 0;
+	uint8_t shift = inode->block_size_shift;
+
+	if (v->nr == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 64;
+		void *p = realloc(v->e, cap * sizeof(*v->e));
+
+		if (!p) {
+			v->oom = true;
+			return;
+		}
+		v->e = p;
+		v->cap = cap;
+	}
+	e = &v->e[v->nr++];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->name, inode->name, sizeof(e->name) - 1);
+	memcpy(e->tag, inode->tag, sizeof(e->tag) - 1);
+	e->create_time = inode->create_time;
+	e->snap_ctime = inode->snap_ctime;
+	e->vdi_size = inode->vdi_size;
+	e->snap_id = inode->snap_id;
+	e->vid = inode->vdi_id;
+	e->parent_vid = inode->parent_vdi_id;
+	e->nr_copies = inode->nr_copies;
+	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++) {
+		if (!inode->data_vdi_id[i])
+			continue;
+		if (inode->data_vdi_id[i] == inode->vdi_id)
+			nr_own++;
+		else
+			nr_shared++;
+	}
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > 31)
+		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	obj_size = UINT64_C(1) << shift;
+	e->used = nr_own * obj_size;
+	e->shared = nr_shared * obj_size;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct vdi_entry *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	if (x->snap_id != y->snap_id)
+		return x->snap_id < y->snap_id ? -1 : 1;
+	return x->vid < y->vid ? -1 : (x->vid > y->vid);
+}
+
+static int load_entries(struct vdi_entries *v)
+{
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	ret = vdi_for_each(collect, v);
+	if (!ret && v->oom) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+	}
+	if (ret) {
+		free(v->e);
+		return ret;
+	}
+	qsort(v->e, v->nr, sizeof(*v->e), cmp_entry);
+	return EXIT_OK;
+}
+
+static bool is_clone(const struct vdi_entry *e)
+{
+	return !e->snap_ctime && e->parent_vid && e->snap_id == 1;
+}
+
+/* raw output: whitespace and backslashes escaped with a backslash */
+static void print_escaped(const char *s)
+{
+	for (; *s; s++) {
+		if (isspace((unsigned char)*s) || *s == '\\')
+			putchar('\\');
+		putchar(*s);
+	}
+}
+
+static void print_entry(const struct vdi_entry *e)
+{
+	char size[32], used[32], shared[32], when[32];
+	uint64_t t = e->snap_ctime ? e->snap_ctime : e->create_time;
+	char type = e->snap_ctime ? 's' : (is_clone(e) ? 'c' : (opts.raw ? '=' : ' '));
+
+	collie_fmt_size(e->vdi_size, size, sizeof(size));
+	collie_fmt_size(e->used, used, sizeof(used));
+	collie_fmt_size(e->shared, shared, sizeof(shared));
+	if (opts.raw) {
+		printf("%c ", type);
+		print_escaped(e->name);
+		printf(" %u %s %s %s %llu %x %u", e->snap_id, size, used, shared,
+		       (unsigned long long)collie_time_to_sec(t), e->vid, e->nr_copies);
+		if (e->tag[0]) {
+			putchar(' ');
+			print_escaped(e->tag);
+		}
+		putchar('\n');
+		return;
+	}
+	collie_fmt_time(t, "%Y-%m-%d %H:%M", when, sizeof(when));
+	printf("%c %-8s %5u %7s %7s %7s %16s %8x %6u%s%s\n", type, e->name, e->snap_id, size,
+	       used, shared, when, e->vid, e->nr_copies, e->tag[0] ? "  " : "", e->tag);
+}
+
+int vdi_list(int argc, char **argv)
+{
+	struct vdi_entries v;
+	int ret;
+
+	ret = load_entries(&v);
+	if (ret)
+		return ret;
+	if (!opts.raw)
+		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %s\n", "Name", "Id", "Size", "Used",
+		       "Shared", "Creation time", "VDI id", "Copies", "Tag");
+	for (size_t i = 0; i < v.nr; i++)
+		print_entry(&v.e[i]);
+	free(v.e);
+	return EXIT_OK;
+}
+
+static void print_label(const struct vdi_entry *e)
+{
+	if (!e->snap_ctime)
+		printf("%s (current)\n", e->name);
+	else if (e->tag[0])
+		printf("%s (snapshot %u '%s')\n", e->name, e->snap_id, e->tag);
+	else
+		printf("%s (snapshot %u)\n", e->name, e->snap_id);
+}
+
+static struct vdi_entry *find_vid(struct vdi_entries *v, uint32_t vid)
+{
+	for (size_t i = 0; i < v->nr; i++)
+		if (v->e[i].vid == vid)
+			return &v->e[i];
+	return NULL;
+}
+
+/*
+ * Print e and its subtree. prefix holds the drawing of the ancestors'
+ * columns ("|   " or "    " each); depth is bounded by the number of VDIs,
+ * and printed marks stop a cycle a broken daemon could report.
+ */
+static void print_tree(struct vdi_entries *v, struct vdi_entry *e, char *prefix, size_t plen,
+		       size_t cap)
+{
+	size_t last = SIZE_MAX;
+
+	e->printed = true;
+	print_label(e);
+	for (size_t i = 0; i < v->nr; i++)
+		if (!v->e[i].printed && v->e[i].parent_vid == e->vid && &v->e[i] != e)
+			last = i;
+	for (size_t i = 0; i < v->nr && last != SIZE_MAX; i++) {
+		struct vdi_entry *c = &v->e[i];
+		bool is_last = i == last;
+
+		if (c->printed || c->parent_vid != e->vid)
+			continue;
+		printf("%.*s%s", (int)plen, prefix, is_last ? "`-- " : "|-- ");
+		if (plen + 4 < cap) {
+			memcpy(prefix + plen, is_last ? "    " : "|   ", 4);
+			print_tree(v, c, prefix, plen + 4, cap);
+		} else {
+			print_tree(v, c, prefix, plen, cap);
+		}
+		if (is_last)
+			break;
+	}
+}
+
+int vdi_tree(int argc, char **argv)
+{
+	struct vdi_entries v;
+	char *prefix;
+	size_t cap;
+	int ret;
+
+	ret = load_entries(&v);
+	if (ret)
+		return ret;
+	cap = 4 * (v.nr + 1);
+	prefix = malloc(cap);
+	if (!prefix) {
+		free(v.e);
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	for (size_t i = 0; i < v.nr; i++) {
+		struct vdi_entry *e = &v.e[i];
+
+		if (!e->printed && (!e->parent_vid || !find_vid(&v, e->parent_vid)))
+			print_tree(&v, e, prefix, 0, cap);
+	}
+	/* whatever is left sits on a parent cycle: print it as roots */
+	for (size_t i = 0; i < v.nr; i++)
+		if (!v.e[i].printed)
+			print_tree(&v, &v.e[i], prefix, 0, cap);
+	free(prefix);
+	free(v.e);
+	return EXIT_OK;
+}
