@@ -41,6 +41,20 @@ static const char *status_str(uint32_t status)
 	}
 }
 
+static const char *raw_status_str(uint32_t status)
+{
+	switch (status) {
+	case SD_STATUS_OK:
+		return "running";
+	case SD_STATUS_SHUTDOWN:
+		return "shutting-down";
+	case SD_STATUS_HALT:
+		return "halted";
+	default:
+		return "unknown";
+	}
+}
+
 static int cmp_epoch_desc(const void *a, const void *b)
 {
 	const struct sd_epoch_log *x = a, *y = b;
@@ -54,15 +68,13 @@ static void print_epoch(const struct sd_epoch_log *log)
 	uint32_t nr = min_t(uint32_t, log->nr_nodes, SD_MAX_NODES);
 
 	if (opts.raw)
-		printf("%u %llu ", log->epoch,
-		       (unsigned long long)collie_time_to_sec(log->ctime));
+		printf("%u %llu ", log->epoch, (unsigned long long)collie_time_to_sec(log->ctime));
 	else {
 		collie_fmt_time(log->ctime, "%Y-%m-%d %H:%M:%S", when, sizeof(when));
 		printf("%-19s %5u [", when, log->epoch);
 	}
 	for (uint32_t i = 0; i < nr; i++) {
-		sd_addr_to_str(log->nodes[i].nid.addr, log->nodes[i].nid.port, addr,
-			       sizeof(addr));
+		sd_addr_to_str(log->nodes[i].nid.addr, log->nodes[i].nid.port, addr, sizeof(addr));
 		printf("%s%s", i ? (opts.raw ? "," : ", ") : "", addr);
 	}
 	printf(opts.raw ? "\n" : "]\n");
@@ -73,9 +85,7 @@ static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint
 	char when[64];
 
 	if (opts.raw) {
-		printf("%s\n", rsp->cinfo.status == SD_STATUS_OK ? "running" :
-			       rsp->cinfo.status == SD_STATUS_SHUTDOWN ? "shutting-down" :
-			       rsp->cinfo.status == SD_STATUS_HALT ? "halted" : "unknown");
+		printf("%s\n", raw_status_str(rsp->cinfo.status));
 		printf("%llu %u\n", (unsigned long long)collie_time_to_sec(rsp->cinfo.ctime),
 		       rsp->cinfo.copies);
 	} else {

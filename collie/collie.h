@@ -20,13 +20,13 @@
  * Exit codes: the only place they are defined. A server result becomes an
  * exit code through collie_exit_code() and nowhere else.
  */
-#define EXIT_OK 0	 /* success */
-#define EXIT_FAIL 1	 /* the operation failed (the daemon said no) */
-#define EXIT_SYSFAIL 2	 /* cannot connect, network or local I/O error */
-#define EXIT_EXISTS 3	 /* the VDI, snapshot tag or file system already exists */
-#define EXIT_FULL 4	 /* no space, no free vid */
-#define EXIT_MISSING 5	 /* no such VDI or snapshot */
-#define EXIT_USAGE 64	 /* bad command line */
+#define EXIT_OK 0      /* success */
+#define EXIT_FAIL 1    /* the operation failed (the daemon said no) */
+#define EXIT_SYSFAIL 2 /* cannot connect, network or local I/O error */
+#define EXIT_EXISTS 3  /* the VDI, snapshot tag or file system already exists */
+#define EXIT_FULL 4    /* no space, no free vid */
+#define EXIT_MISSING 5 /* no such VDI or snapshot */
+#define EXIT_USAGE 64  /* bad command line */
 
 #define COLLIE_CONNECT_TIMEOUT_MS 5000
 #define COLLIE_IO_TIMEOUT_MS 120000
@@ -105,8 +105,7 @@ int collie_exit_code(int result);
  * byte is set from the opcode. Returns 0 and fills rsp (look at
  * rsp->result), or -errno after printing why.
  */
-int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
-		struct sd_rsp *rsp);
+int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen, struct sd_rsp *rsp);
 /* the same against another node */
 int collie_exec_at(const char *host, int port, struct sd_req *hdr, void *data, uint32_t wlen,
 		   uint32_t rlen, struct sd_rsp *rsp);
@@ -122,6 +121,9 @@ void collie_init_req(struct sd_req *hdr, uint8_t opcode);
  */
 int collie_run(const char *what, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
 	       struct sd_rsp *rsp);
+
+/* write to stdout: EXIT_OK, or EXIT_SYSFAIL after saying why (quiet on EPIPE) */
+int collie_write_stdout(const void *buf, size_t len);
 
 /* time helpers: the daemon's time fields, whatever their unit, in seconds */
 uint64_t collie_time_to_sec(uint64_t t);

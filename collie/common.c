@@ -96,8 +96,7 @@ int collie_exec_at(const char *host, int port, struct sd_req *hdr, void *data, u
 	return ret;
 }
 
-int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen,
-		struct sd_rsp *rsp)
+int collie_exec(struct sd_req *hdr, void *data, uint32_t wlen, uint32_t rlen, struct sd_rsp *rsp)
 {
 	return collie_exec_at(opts.addr, opts.port, hdr, data, wlen, rlen, rsp);
 }
@@ -166,4 +165,16 @@ void collie_node_host(const struct sd_node *n, char *buf, size_t len)
 		return;
 	}
 	inet_ntop(AF_INET6, n->nid.addr, buf, (socklen_t)len);
+}
+
+int collie_write_stdout(const void *buf, size_t len)
+{
+	int ret = sd_write_full(STDOUT_FILENO, buf, len);
+
+	if (!ret)
+		return EXIT_OK;
+	/* the reader went away (collie vdi read ... | head): nothing to say */
+	if (ret != -EPIPE)
+		collie_err("failed to write to stdout: %s", strerror(-ret));
+	return EXIT_SYSFAIL;
 }

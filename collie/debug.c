@@ -144,17 +144,21 @@ static int buf_reserve(struct trace_buf *b, uint64_t cap)
 
 /*
  * Read a whole rendering. The daemon renders a snapshot when offset is 0;
- * if its generation changes under us we start over once, then give up.
- * Nothing reaches stdout until the rendering is complete.
+ * if its generation changes under us (another reader started over, maybe
+ * in another format, which the daemon answers with INVALID_PARMS) we start
+ * over once, then give up. Nothing reaches stdout until the rendering is
+ * complete.
  */
 static int read_rendering(uint32_t fmt, struct trace_buf *b)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
 	uint64_t gen = 0, total = 0;
-	int restarts = 0, ret;
+	int restarts = 0;
 
 	for (b->len = 0;;) {
+		bool changed;
+
 		if (buf_reserve(b, b->len + TRACE_CHUNK)) {
 			collie_err("out of memory");
 			return EXIT_SYSFAIL;
@@ -163,14 +167,15 @@ static int read_rendering(uint32_t fmt, struct trace_buf *b)
 		hdr.data_length = TRACE_CHUNK;
 		hdr.trace.format = fmt;
 		hdr.trace.offset = b->len;
-		ret = collie_run("failed to read the trace", &hdr, b->data + b->len, 0, TRACE_CHUNK,
-				 &rsp);
-		if (ret)
-			return ret;
-		if (b->len == 0) {
-			gen = rsp.trace.generation;
-			total = rsp.trace.total_length;
-		} else if (rsp.trace.generation != gen) {
+		if (collie_exec(&hdr, b->data + b->len, 0, TRACE_CHUNK, &rsp))
+			return EXIT_SYSFAIL;
+		changed = b->len && (rsp.result == SD_RES_INVALID_PARMS ||
+				     (rsp.result == SD_RES_SUCCESS && rsp.trace.generation != gen));
+		if (!changed && rsp.result != SD_RES_SUCCESS) {
+			collie_err("failed to read the trace: %s", sd_strerror((int)rsp.result));
+			return collie_exit_code((int)rsp.result);
+		}
+		if (changed) {
 			if (restarts++) {
 				collie_err("failed to read the trace: it changed twice while "
 					   "being read");
@@ -178,6 +183,10 @@ static int read_rendering(uint32_t fmt, struct trace_buf *b)
 			}
 			b->len = 0;
 			continue;
+		}
+		if (b->len == 0) {
+			gen = rsp.trace.generation;
+			total = rsp.trace.total_length;
 		}
 		b->len += min_t(uint32_t, rsp.data_length, TRACE_CHUNK);
 		if (b->len >= total)
@@ -200,14 +209,8 @@ static int trace_cat(int argc, char **argv)
 	if (ret)
 		return ret;
 	ret = read_rendering(fmt, &b);
-	if (!ret) {
-		int err = sd_write_full(STDOUT_FILENO, b.data, b.len);
-
-		if (err) {
-			collie_err("failed to write to stdout: %s", strerror(-err));
-			ret = EXIT_SYSFAIL;
-		}
-	}
+	if (!ret)
+		ret = collie_write_stdout(b.data, b.len);
 	free(b.data);
 	return ret;
 }

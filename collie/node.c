@@ -28,8 +28,8 @@ static int get_nodes(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
 		*nodes = NULL;
 		return ret;
 	}
-	*nr = min_t(uint32_t, rsp.node.nr_nodes, min_t(uint32_t, rsp.data_length, len) /
-						   sizeof(struct sd_node));
+	*nr = min_t(uint32_t, rsp.node.nr_nodes,
+		    min_t(uint32_t, rsp.data_length, len) / sizeof(struct sd_node));
 	*local_idx = rsp.node.local_idx;
 	return EXIT_OK;
 }
@@ -51,8 +51,7 @@ static int node_list(int argc, char **argv)
 		if (opts.raw)
 			printf("%u %s %u %u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
 		else
-			printf("%4u   %-24s %7u %6u\n", i, addr, nodes[i].nr_vnodes,
-			       nodes[i].zone);
+			printf("%4u   %-24s %7u %6u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
 	}
 	free(nodes);
 	return EXIT_OK;

@@ -195,7 +195,8 @@ static int get_block_size_shift(uint8_t *shift)
 	if (collie_exec(&hdr, NULL, 0, 0, &rsp))
 		return EXIT_SYSFAIL;
 	*shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	if (rsp.result == SD_RES_SUCCESS && rsp.cluster.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
+	if (rsp.result == SD_RES_SUCCESS &&
+	    rsp.cluster.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
 	    rsp.cluster.block_size_shift <= 31)
 		*shift = rsp.cluster.block_size_shift;
 	return EXIT_OK;
@@ -365,7 +366,7 @@ static int vdi_clone(int argc, char **argv)
 	if (ret)
 		goto out_free;
 	if (!vdi_is_snapshot(inode)) {
-		collie_err("'%s' of vdi '%s' is not a snapshot", opts.snapshot, src);
+		collie_err("'%s' names the working vdi '%s', not a snapshot", opts.snapshot, src);
 		ret = EXIT_FAIL;
 		goto out_free;
 	}

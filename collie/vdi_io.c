@@ -269,12 +269,9 @@ int vdi_read(int argc, char **argv)
 		}
 		s = &io.slots[head];
 		if (s->ready) {
-			ret = sd_write_full(STDOUT_FILENO, s->buf, s->len);
-			if (ret) {
-				collie_err("failed to write to stdout: %s", strerror(-ret));
-				ret = EXIT_SYSFAIL;
+			ret = collie_write_stdout(s->buf, s->len);
+			if (ret)
 				goto out_close;
-			}
 			head = (head + 1) % IO_NR_SLOTS;
 			nr--;
 			continue;
@@ -373,12 +370,13 @@ static int check_input_end(struct vdi_io *io)
 static int write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_idx)
 {
 	struct io_slot *s = free_slot(io), *done;
+	uint64_t offset;
 	int ret, result;
 
 	s->len = 4 * (max_idx - min_idx + 1);
 	s->create = false;
-	ret = io_send(io, s, SD_OP_WRITE_OBJ, SD_FLAG_CMD_WRITE, vid_to_vdi_oid(io->vid), 0,
-		      SD_INODE_HEADER_SIZE + 4 * (uint64_t)min_idx,
+	offset = SD_INODE_HEADER_SIZE + 4 * (uint64_t)min_idx;
+	ret = io_send(io, s, SD_OP_WRITE_OBJ, SD_FLAG_CMD_WRITE, vid_to_vdi_oid(io->vid), 0, offset,
 		      &io->inode->data_vdi_id[min_idx]);
 	if (!ret)
 		ret = io_recv(io, &done, &result);
@@ -420,8 +418,7 @@ static int write_next(struct vdi_io *io, struct io_slot *s, struct write_state *
 	return write_issue(io, s);
 }
 
-static void write_done(struct vdi_io *io, struct io_slot *s, int result,
-		       struct write_state *st)
+static void write_done(struct vdi_io *io, struct io_slot *s, int result, struct write_state *st)
 {
 	if (result != SD_RES_SUCCESS) {
 		if (!st->err) {
