@@ -66,7 +66,7 @@ static const struct {
 	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
 	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
 	{ OPT_TRACER, "--tracer NAME", "tracer to run (default: graph)" },
-	{ OPT_FUNCTION, "--function PATTERN", "trace only functions matching the glob (repeatable)" },
+	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
 	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },

@@ -135,7 +135,7 @@ void collie_fmt_size(uint64_t size, char *buf, size_t len);
 /* node address helpers */
 void collie_node_host(const struct sd_node *n, char *buf, size_t len);
 
-/* VDI helpers (vdi_common.c) */
+/* VDI helpers (vdi.c, vdi_list.c) */
 int vdi_check_name(const char *name);
 /*
  * Resolve NAME (and snapshot string SNAP, NULL = working VDI) to a vid with
