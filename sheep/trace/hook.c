@@ -1,0 +1,160 @@
+/*
+ * The hot path: what runs at every traced call and return.
+ *
+ * Per thread (__thread, static TLS of the executable: no allocation, no
+ * lookup) a shadow stack keeps, for each call whose return was hijacked,
+ * the real return address, the site and where on the stack the address was.
+ * The entry hook pushes and swaps the return address for trace_return_tramp;
+ * the exit hook pops and gives the real address back to the trampoline.
+ *
+ * Rules kept here:
+ * - no lock, no allocation, no syscall once the thread has its buffer; the
+ *   slow path (first traced call of a thread in a session) runs with the
+ *   vector registers saved by the trampoline and with signals blocked;
+ * - a recursion guard: a traced function called from a signal handler that
+ *   interrupted a hook is not traced (it cannot corrupt the shadow stack);
+ * - errno is not touched on the fast path and is kept on the slow path;
+ * - the shadow stack outlives tracing: a thread inside a hijacked function
+ *   when tracing stops still returns through the trampoline;
+ * - a frame skipped by longjmp is found stale by its stack slot and dropped.
+ */
+#pragma GCC target("general-regs-only")
+
+#include <errno.h>
+#include <signal.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "trace_priv.h"
+
+struct shadow_entry {
+	uintptr_t ret;	      /* the real return address */
+	uintptr_t site;	      /* the site of the call */
+	const uintptr_t *slot; /* where the return address lives on the stack */
+};
+
+struct trace_thread {
+	uint32_t depth;	 /* shadow entries in use */
+	uint32_t in_hook; /* recursion guard */
+	uint32_t tid;
+	uint32_t nobuf_session; /* no buffer could be had in this session */
+	struct tbuf *buf;
+	struct shadow_entry stack[TRACE_MAX_DEPTH];
+};
+
+static __thread struct trace_thread self;
+
+struct trace_hot trace_hot = {
+	.depth_limit = TRACE_MAX_DEPTH,
+	.nr_records = TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec),
+};
+
+/*
+ * Called by trace_entry_tramp. @ip is the site + 5, @parent the address of
+ * the traced function's return address. Returns 1 when the thread needs
+ * its buffer first (the trampoline then calls trace_entry_slow).
+ */
+int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
+{
+	struct trace_thread *th = &self;
+	const struct tracer_ops *tracer = trace_hot.tracer;
+	uint32_t depth = th->depth;
+	struct shadow_entry *e;
+	struct tbuf *b;
+
+	if (unlikely(th->in_hook || !trace_hot.active || !tracer))
+		return 0;
+	b = th->buf;
+	if (unlikely(!b || b->session != trace_hot.session))
+		return th->nobuf_session != trace_hot.session;
+	if (unlikely(depth >= trace_hot.depth_limit)) {
+		if (depth >= TRACE_MAX_DEPTH)
+			b->nr_overflow++;
+		return 0;
+	}
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	e = &th->stack[depth];
+	e->ret = *parent;
+	e->site = ip - TRACE_INSN_SIZE;
+	e->slot = parent;
+	th->depth = depth + 1;
+	*parent = (uintptr_t)trace_return_tramp;
+	tracer->entry(b, ip - TRACE_INSN_SIZE, depth);
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+	return 0;
+}
+
+/* First traced call of this thread in this session: get a buffer. */
+void trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+{
+	struct trace_thread *th = &self;
+	int saved_errno = errno;
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	th->in_hook = 1;
+	if (!th->tid)
+		th->tid = (uint32_t)syscall(SYS_gettid);
+	th->buf = tbuf_get(th->buf, th->tid);
+	if (!th->buf)
+		th->nobuf_session = trace_hot.session;
+	th->in_hook = 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved_errno;
+	if (th->buf)
+		trace_entry_hook(ip, parent);
+}
+
+/*
+ * Called by trace_return_tramp with the stack pointer it arrived with: the
+ * returning function's slot is just below. Returns where to go.
+ */
+uintptr_t trace_exit_hook(uintptr_t sp)
+{
+	struct trace_thread *th = &self;
+	const uintptr_t *slot = (const uintptr_t *)(sp - sizeof(uintptr_t));
+	const struct tracer_ops *tracer = trace_hot.tracer;
+	uint32_t saved_guard = th->in_hook;
+	uint32_t d = th->depth;
+	struct shadow_entry *e;
+	struct tbuf *b;
+	uintptr_t ret;
+
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	/* entries above ours belong to frames that longjmp skipped */
+	while (d > 0 && th->stack[d - 1].slot != slot)
+		d--;
+	if (unlikely(d == 0))
+		__builtin_trap(); /* no record of this return: nowhere to go */
+	e = &th->stack[d - 1];
+	ret = e->ret;
+	b = th->buf;
+	if (b && tracer && b->session == trace_hot.session)
+		tracer->exit(b, e->site, d - 1);
+	th->depth = d - 1;
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = saved_guard;
+	return ret;
+}
+
+uintptr_t trace_real_return(const uintptr_t *slot)
+{
+	const struct trace_thread *th = &self;
+
+	if (*slot != (uintptr_t)trace_return_tramp)
+		return *slot;
+	for (uint32_t d = th->depth; d > 0; d--)
+		if (th->stack[d - 1].slot == slot)
+			return th->stack[d - 1].ret;
+	return *slot;
+}
+
+unsigned trace_shadow_depth(void)
+{
+	return self.depth;
+}

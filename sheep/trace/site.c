@@ -1,0 +1,177 @@
+/*
+ * The site table.
+ *
+ * GCC's -fpatchable-function-entry=5 leaves five one-byte NOPs at the entry
+ * of every function and lists their addresses in __patchable_function_entries.
+ * The daemon is PIE: the section is writable data that the loader relocates
+ * (R_X86_64_RELATIVE), so it holds run-time addresses and the text carries no
+ * relocation. The table is built once at start-up, sorted, named from the
+ * symbol table and then mapped read-only: every later lookup is a lock-free
+ * binary search.
+ *
+ * Five one-byte NOPs are five instructions: a thread could be stopped between
+ * them and a rewritten site would then run from its middle. So trace_init()
+ * turns each into the one 5-byte NOP before any other thread exists; from
+ * then on a site is one instruction in either state.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "logger.h"
+#include "trace_priv.h"
+
+/* defined by the linker when some object has the section; weak otherwise */
+extern const uintptr_t __start___patchable_function_entries[] __attribute__((weak));
+extern const uintptr_t __stop___patchable_function_entries[] __attribute__((weak));
+
+const uint8_t trace_nop5[TRACE_INSN_SIZE] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+static const uint8_t nop1x5[TRACE_INSN_SIZE] = { 0x90, 0x90, 0x90, 0x90, 0x90 };
+
+const struct trace_site *trace_sites;
+size_t trace_nr_sites;
+uintptr_t trace_site_base;
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct trace_site *)a)->addr;
+	uintptr_t y = ((const struct trace_site *)b)->addr;
+
+	return x < y ? -1 : x > y;
+}
+
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * Turn every site into NOP5. A site already holding NOP5 is fine (a second
+ * process image of the same text cannot exist, but a re-run after a failed
+ * init can); anything else is an anomaly: nothing of it is touched.
+ */
+static int sites_to_nop5(const struct trace_site *sites, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		const uint8_t *p = (const uint8_t *)sites[i].addr;
+
+		if (!memcmp(p, trace_nop5, TRACE_INSN_SIZE))
+			continue;
+		if (memcmp(p, nop1x5, TRACE_INSN_SIZE)) {
+			sd_err("unexpected bytes %02x %02x %02x %02x %02x at site %#lx",
+			       p[0], p[1], p[2], p[3], p[4], (unsigned long)sites[i].addr);
+			return -EIO;
+		}
+	}
+	for (size_t i = 0; i < nr; i++) {
+		int ret = trace_text_write(sites[i].addr, trace_nop5, TRACE_INSN_SIZE);
+
+		if (ret < 0) {
+			sd_err("cannot write site %#lx: %s", (unsigned long)sites[i].addr,
+			       strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int trace_sites_init(void)
+{
+	const uintptr_t *start = __start___patchable_function_entries;
+	const uintptr_t *stop = __stop___patchable_function_entries;
+	struct trace_site *sites;
+	size_t nr = 0, len;
+	int ret, nr_threads;
+
+	if (trace_sites)
+		return 0;
+	nr_threads = count_threads();
+	if (nr_threads != 1) {
+		sd_err("trace_init needs a single-threaded process (%d threads)", nr_threads);
+		return nr_threads < 0 ? nr_threads : -EBUSY;
+	}
+	if (!start || !stop || stop <= start) {
+		sd_info("no trace sites in this program");
+		start = stop = NULL;
+	}
+
+	len = round_up(((size_t)(stop - start) + 1) * sizeof(*sites), 4096);
+	sites = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (sites == MAP_FAILED)
+		return -ENOMEM;
+	for (const uintptr_t *p = start; p && p < stop; p++)
+		if (*p)
+			sites[nr++].addr = *p;
+	qsort(sites, nr, sizeof(*sites), cmp_addr);
+	/* a function listed twice (comdat, inline copies) is one site */
+	if (nr) {
+		size_t j = 1;
+
+		for (size_t i = 1; i < nr; i++)
+			if (sites[i].addr != sites[j - 1].addr)
+				sites[j++] = sites[i];
+		nr = j;
+	}
+
+	ret = sites_to_nop5(sites, nr);
+	if (ret < 0)
+		goto out_unmap;
+	ret = trace_symbols_load(sites, nr);
+	if (ret < 0)
+		sd_warn("no symbols for trace sites: %s", strerror(-ret));
+
+	trace_site_on = calloc(nr ? nr : 1, 1);
+	if (!trace_site_on) {
+		ret = -ENOMEM;
+		goto out_unmap;
+	}
+	if (mprotect(sites, len, PROT_READ) < 0)
+		sd_warn("site table stays writable: %m");
+	trace_site_base = nr ? sites[0].addr : 0;
+	trace_nr_sites = nr;
+	trace_sites = sites;
+	sd_info("%zu trace sites", nr);
+	return 0;
+
+out_unmap:
+	munmap(sites, len);
+	return ret;
+}
+
+const struct trace_site *trace_site_find(uintptr_t addr)
+{
+	size_t lo = 0, hi = trace_nr_sites;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (trace_sites[mid].addr == addr)
+			return &trace_sites[mid];
+		if (trace_sites[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const char *trace_site_name(const struct trace_site *s, uintptr_t addr, char *buf, size_t len)
+{
+	if (s && s->name)
+		return s->name;
+	snprintf(buf, len, "%#lx", (unsigned long)(s ? s->addr : addr));
+	return buf;
+}

@@ -1,0 +1,290 @@
+/*
+ * Per-thread ring buffers and the trace clock.
+ *
+ * A buffer belongs to one thread. Its head counts the records reserved
+ * since the session began; record i lives in slot i & mask and carries
+ * (i >> shift) & TREC_LAP_MASK, its lap. When the ring wraps, the oldest
+ * records are overwritten: they are the lost ones (head - nr of slots).
+ *
+ * Ordering, writer (tbuf_push): reserve i with a non-locked xadd, store the
+ * timestamp, then the word with release semantics.
+ * Reader (tbuf_snapshot, any thread): load head (h1), copy the slots, load
+ * head again (h2). A record i is kept when i >= h2 - nr_slots (not
+ * overwritten during the copy) and its word carries lap i (it was written
+ * in this pass, and the timestamp with it). A slot reserved but not yet
+ * written shows the previous lap and is dropped.
+ *
+ * Buffers are allocated by their thread on its first traced call of a
+ * session (signals blocked), pushed onto a global list with one CAS and
+ * never freed: a buffer whose thread exited is reused by a later thread
+ * with the same size. Sessions are numbered; a buffer left from an older
+ * session is reset by its owner before use and ignored by readers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace_priv.h"
+
+static struct tbuf *tbuf_list;
+
+/* ---- clock ---- */
+
+static uint64_t clk_tsc0, clk_ns0;
+static uint64_t clk_mult = 1ULL << 32; /* ns per tick, 32.32 fixed point */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void trace_clock_calibrate(void)
+{
+	struct timespec req = { 0, 20 * 1000 * 1000 };
+	uint64_t t0, n0, t1, n1;
+
+	n0 = mono_ns();
+	t0 = trace_rdtsc();
+	nanosleep(&req, NULL);
+	n1 = mono_ns();
+	t1 = trace_rdtsc();
+	if (t1 > t0 && n1 > n0)
+		clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
+	clk_tsc0 = t0;
+	clk_ns0 = n0;
+}
+
+uint64_t trace_tsc_to_ns(uint64_t tsc)
+{
+	if (tsc >= clk_tsc0)
+		return clk_ns0 + (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * clk_mult) >> 32);
+	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * clk_mult) >> 32);
+}
+
+/* ---- buffers ---- */
+
+static unsigned log2_u64(uint64_t v)
+{
+	unsigned n = 0;
+
+	while (v > 1) {
+		v >>= 1;
+		n++;
+	}
+	return n;
+}
+
+static struct tbuf *tbuf_alloc(uint64_t nr_records)
+{
+	size_t len = sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec);
+	struct tbuf *b;
+
+	len = round_up(len, 4096);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b == MAP_FAILED)
+		return NULL;
+	b->map_len = len;
+	b->mask = nr_records - 1;
+	b->shift = log2_u64(nr_records);
+	b->recs = (struct trace_rec *)(b + 1);
+	return b;
+}
+
+static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session)
+{
+	b->owner = tid;
+	b->nr_overflow = 0;
+	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
+	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
+	/* clear the words: lap 0 records must not be mistaken for old ones */
+	memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
+	prctl(PR_GET_NAME, b->comm, 0, 0, 0);
+	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
+}
+
+/* a free buffer of the right size, claimed with a CAS on its owner */
+static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records)
+{
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+		uint32_t zero = 0;
+
+		if (b->mask + 1 != nr_records)
+			continue;
+		if (b->owner == tid)
+			return b; /* left by an earlier thread with our tid */
+		if (__atomic_compare_exchange_n(&b->owner, &zero, tid, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return b;
+	}
+	return NULL;
+}
+
+struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
+{
+	uint32_t session = trace_hot.session;
+	uint64_t nr = trace_hot.nr_records;
+	struct tbuf *b;
+
+	if (old && old->mask + 1 == nr) {
+		tbuf_reset(old, tid, session);
+		return old;
+	}
+	if (old) /* wrong size: give it to whoever wants that size */
+		__atomic_store_n(&old->owner, 0, __ATOMIC_RELEASE);
+	b = tbuf_claim(tid, nr);
+	if (!b) {
+		b = tbuf_alloc(nr);
+		if (!b)
+			return NULL;
+		b->owner = tid;
+		b->next = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
+		while (!__atomic_compare_exchange_n(&tbuf_list, &b->next, b, false,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			;
+	}
+	tbuf_reset(b, tid, session);
+	return b;
+}
+
+void tbuf_reap(void)
+{
+	pid_t pid = getpid();
+
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+		uint32_t tid = __atomic_load_n(&b->owner, __ATOMIC_ACQUIRE);
+
+		if (tid && syscall(SYS_tgkill, pid, tid, 0) < 0 && errno == ESRCH)
+			__atomic_compare_exchange_n(&b->owner, &tid, 0, false, __ATOMIC_ACQ_REL,
+						    __ATOMIC_RELAXED);
+	}
+}
+
+static bool tbuf_current(const struct tbuf *b)
+{
+	return __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session &&
+	       trace_hot.session;
+}
+
+void tbuf_counts(uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
+{
+	*nr_threads = 0;
+	*nr_events = *nr_lost = 0;
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+		uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+
+		if (!tbuf_current(b))
+			continue;
+		(*nr_threads)++;
+		*nr_events += head;
+		*nr_lost += (head > b->mask + 1 ? head - b->mask - 1 : 0) + b->nr_overflow;
+	}
+}
+
+/* copy one buffer's valid records, oldest first */
+static int snap_one(const struct tbuf *b, struct tbuf_snap *s)
+{
+	uint64_t nr_slots = b->mask + 1;
+	uint64_t h1 = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE), h2, first, n = 0;
+	uint64_t lo = h1 > nr_slots ? h1 - nr_slots : 0;
+	struct trace_rec *out = malloc((h1 - lo ? h1 - lo : 1) * sizeof(*out));
+
+	if (!out)
+		return -ENOMEM;
+	for (uint64_t i = lo; i < h1; i++) {
+		const struct trace_rec *r = &b->recs[i & b->mask];
+		uint64_t w = __atomic_load_n(&r->word, __ATOMIC_ACQUIRE);
+
+		out[i - lo].word = w;
+		out[i - lo].ts = __atomic_load_n(&r->ts, __ATOMIC_RELAXED);
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	h2 = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+	first = h2 > nr_slots ? h2 - nr_slots : 0;
+	for (uint64_t i = lo; i < h1; i++) {
+		const struct trace_rec *r = &out[i - lo];
+
+		if (i < first || TREC_LAP(r->word) != ((i >> b->shift) & TREC_LAP_MASK) ||
+		    !TREC_TYPE(r->word))
+			continue;
+		out[n++] = *r;
+	}
+	s->tid = b->owner;
+	memcpy(s->comm, b->comm, sizeof(s->comm));
+	s->comm[sizeof(s->comm) - 1] = '\0';
+	s->recs = out;
+	s->nr_recs = n;
+	s->nr_lost = (h1 - n) + b->nr_overflow;
+	return 0;
+}
+
+/* the current name of a live thread: it may have changed since allocation */
+static void refresh_comm(struct tbuf_snap *s)
+{
+	char path[64], name[16];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/comm", s->tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, name, sizeof(name) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	name[n] = '\0';
+	name[strcspn(name, "\n")] = '\0';
+	memcpy(s->comm, name, sizeof(s->comm));
+}
+
+int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps)
+{
+	struct tbuf_snap *s = NULL;
+	size_t n = 0, cap = 0;
+
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+		if (!tbuf_current(b))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct tbuf_snap *t = realloc(s, ncap * sizeof(*t));
+
+			if (!t)
+				goto out_free;
+			s = t;
+			cap = ncap;
+		}
+		if (snap_one(b, &s[n]) < 0)
+			goto out_free;
+		/* reset under us by a new session: drop it */
+		if (!tbuf_current(b)) {
+			free(s[n].recs);
+			continue;
+		}
+		refresh_comm(&s[n]);
+		n++;
+	}
+	*snaps = s;
+	*nr_snaps = n;
+	return 0;
+out_free:
+	tbuf_snapshot_free(s, n);
+	return -ENOMEM;
+}
+
+void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps)
+{
+	for (size_t i = 0; i < nr_snaps; i++)
+		free(snaps[i].recs);
+	free(snaps);
+}

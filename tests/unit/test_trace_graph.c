@@ -1,0 +1,391 @@
+/*
+ * Unit tests of the graph tracer: nesting and exact call counts, register
+ * and return value preservation, the shadow stack (depth limit, longjmp,
+ * stopping inside a traced function), ring buffer wrap and lost counts,
+ * threads patched and unpatched repeatedly while they run, and the output
+ * formats. No timing is asserted.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "trace/trace.h"
+#include "trace/trace_priv.h"
+#include "trace_test.h"
+
+static const char *const tfn_all[] = { "tfn_*", NULL };
+
+/* CSV lines of @csv whose function column is @fn */
+static int csv_calls(const char *csv, const char *fn)
+{
+	char needle[64];
+
+	snprintf(needle, sizeof(needle), ",%s,", fn);
+	return tt_count(csv, needle);
+}
+
+START_TEST(test_nesting)
+{
+	char *graph, *csv;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(tfn_top(1), 5);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_ptr_nonnull(csv);
+	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), 1);
+	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2);
+	ck_assert_int_eq(tt_count(csv, ",0,tfn_top,"), 1);
+	ck_assert_int_eq(tt_count(csv, ",1,tfn_mid,"), 1);
+	ck_assert_int_eq(tt_count(csv, ",2,tfn_leaf,"), 2);
+
+	graph = tt_read(SD_TRACE_FMT_GRAPH);
+	ck_assert_ptr_nonnull(graph);
+	ck_assert_int_eq(tt_count(graph, "| tfn_top() {"), 1);
+	ck_assert_int_eq(tt_count(graph, "|   tfn_mid() {"), 1);
+	ck_assert_int_eq(tt_count(graph, "|     tfn_leaf();"), 2);
+	ck_assert_int_eq(tt_count(graph, "|   } /* tfn_mid */"), 1);
+	ck_assert_int_eq(tt_count(graph, "| } /* tfn_top */"), 1);
+	ck_assert_int_eq(tt_count(graph, " us | "), 4);
+	ck_assert_int_eq(tt_count(graph, "Time(us)"), 1);
+	ck_assert_int_eq(tt_count(graph, "Function Graph"), 1);
+	free(csv);
+	free(graph);
+}
+END_TEST
+
+START_TEST(test_fib_counts)
+{
+	const char *pats[] = { "tfn_fib", NULL };
+	struct sd_trace_status st;
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_SUCCESS);
+	tfn_fib_calls = 0;
+	ck_assert_int_eq(tfn_fib(15), 610);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tfn_fib_calls, 1973);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_events, 2 * 1973);
+	ck_assert_uint_eq(st.nr_lost, 0);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), 1973);
+	ck_assert_int_eq(tt_count(csv, ",14,tfn_fib,"), 2); /* fib(1) and fib(0) */
+	ck_assert_int_eq(tt_count(csv, ",15,tfn_fib,"), 0);
+	free(csv);
+}
+END_TEST
+
+START_TEST(test_registers)
+{
+	struct tfn_pair p;
+	struct tfn_big b;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	ck_assert(tfn_fp(1.5, 2.0, 0.25f, 3) == 6.25);
+	ck_assert(tfn_ld(1.0L, 4.0L) == 0.25L);
+	p = tfn_pair(2, 3);
+	ck_assert_int_eq(p.a, 6);
+	ck_assert_int_eq(p.b, 15);
+	b = tfn_big(10);
+	ck_assert_int_eq(b.v[0], 10);
+	ck_assert_int_eq(b.v[5], 15);
+	ck_assert_int_eq(tfn_many(1, 2, 3, 4, 5, 6, 7, 8), 204);
+	ck_assert_int_eq(tfn_varargs(3, 1.0, 2.0, 4.0), 7);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+}
+END_TEST
+
+START_TEST(test_shadow_stack)
+{
+	const char *pats[] = { "tfn_*", NULL };
+	struct sd_trace_status st;
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_SUCCESS);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	ck_assert_uint_eq(tfn_depth_inside(), 1);
+	ck_assert_ptr_eq(tfn_return_address(), (void *)trace_return_tramp);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	/* deeper than the shadow stack: the rest is not traced, counted as lost */
+	tfn_deep_max = 0;
+	ck_assert_int_eq(tfn_deep(200), 200);
+	ck_assert_uint_eq(tfn_deep_max, TRACE_MAX_DEPTH);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_lost, 201 - TRACE_MAX_DEPTH);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_deep"), TRACE_MAX_DEPTH);
+	free(csv);
+
+	/* a depth limit from START */
+	ck_assert_int_eq(tt_start("", pats, 4, 0), SD_RES_SUCCESS);
+	tfn_deep_max = 0;
+	ck_assert_int_eq(tfn_deep(10), 10);
+	ck_assert_uint_eq(tfn_deep_max, 4);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.depth, 4);
+}
+END_TEST
+
+START_TEST(test_longjmp)
+{
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(tfn_jmp_outer(3), 5);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	ck_assert_int_eq(tfn_top(1), 5);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_jmp_outer"), 10);
+	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	free(csv);
+}
+END_TEST
+
+static void stop_inside(void *arg)
+{
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	if (arg)
+		ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+}
+
+START_TEST(test_stop_inside)
+{
+	char *graph, *csv;
+
+	/* stopped while inside: tfn_call still returns through the trampoline */
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	tfn_call(stop_inside, NULL);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 1);
+	free(csv);
+
+	/* a new session starts inside: its exit has no entry there, skipped */
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	tfn_call(stop_inside, (void *)1);
+	ck_assert_int_eq(tfn_top(1), 5);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	graph = tt_read(SD_TRACE_FMT_GRAPH);
+	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 0);
+	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_count(graph, "tfn_call"), 0);
+	free(csv);
+	free(graph);
+}
+END_TEST
+
+START_TEST(test_ring_wrap)
+{
+	const char *pats[] = { "tfn_leaf", NULL };
+	struct sd_trace_status st;
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", pats, 0, 4096), SD_RES_SUCCESS);
+	for (int i = 0; i < 1000; i++)
+		tfn_leaf(i);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.buffer_size, 4096);
+	ck_assert_uint_eq(st.nr_events, 2000);
+	ck_assert_uint_eq(st.nr_lost, 2000 - 4096 / 16);
+	ck_assert_uint_eq(st.nr_threads, 1);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 4096 / 16 / 2);
+	free(csv);
+	/* a new session forgets the old records */
+	ck_assert_int_eq(tt_start("", pats, 0, 8192), SD_RES_SUCCESS);
+	tfn_leaf(1);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_events, 2);
+	ck_assert_uint_eq(st.nr_lost, 0);
+}
+END_TEST
+
+#define NR_WORKERS 4
+
+static volatile int workers_go;
+static long worker_errors;
+
+static void *worker(void *arg)
+{
+	while (__atomic_load_n(&workers_go, __ATOMIC_ACQUIRE)) {
+		if (tfn_fib(12) != 144 || tfn_top(3) != 9)
+			__atomic_add_fetch(&worker_errors, 1, __ATOMIC_RELAXED);
+		if (tfn_jmp_outer(2) != 4)
+			__atomic_add_fetch(&worker_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	pthread_t t[NR_WORKERS];
+	struct sd_trace_status st;
+	int max_threads = 0;
+
+	workers_go = 1;
+	for (int i = 0; i < NR_WORKERS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, worker, NULL), 0);
+	for (int round = 0; round < 30; round++) {
+		ck_assert_int_eq(tt_start("", round % 2 ? tfn_all : NULL, 0, 65536),
+				 SD_RES_SUCCESS);
+		usleep(2000);
+		ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+		ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+		if ((int)st.nr_threads > max_threads)
+			max_threads = (int)st.nr_threads;
+		if (round % 10 == 0) {
+			char *g = tt_read(SD_TRACE_FMT_GRAPH);
+
+			ck_assert_ptr_nonnull(g);
+			free(g);
+		}
+	}
+	__atomic_store_n(&workers_go, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < NR_WORKERS; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_eq(worker_errors, 0);
+	ck_assert_int_ge(max_threads, 2);
+	ck_assert_int_eq(trace_has_wx_mapping(), false);
+}
+END_TEST
+
+static void *short_lived(void *arg)
+{
+	*(long *)arg = syscall(SYS_gettid);
+	tfn_top(1);
+	return NULL;
+}
+
+START_TEST(test_thread_exit)
+{
+	long tid = 0;
+	char needle[32], *csv;
+	pthread_t t;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(pthread_create(&t, NULL, short_lived, &tid), 0);
+	pthread_join(t, NULL);
+	usleep(10000);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	snprintf(needle, sizeof(needle), "%ld,0,tfn_top,", tid);
+	ck_assert_int_eq(tt_count(csv, needle), 1);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	free(csv);
+}
+END_TEST
+
+START_TEST(test_formats)
+{
+	struct sd_req req = { 0 };
+	struct sd_rsp rsp;
+	char *folded, *chrome, *graph, chunk[100];
+	uint64_t gen;
+	size_t len = 0;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	tfn_top(1);
+	tfn_top(2);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	folded = tt_read(SD_TRACE_FMT_FOLDED);
+	ck_assert_int_eq(tt_count(folded, "tfn_top;tfn_mid;tfn_leaf "), 1);
+	ck_assert_int_eq(tt_count(folded, "tfn_top;tfn_mid "), 1);
+	ck_assert_int_eq(tt_count(folded, "tfn_top "), 1);
+	chrome = tt_read(SD_TRACE_FMT_CHROME);
+	ck_assert(!strncmp(chrome, "{\"traceEvents\":[", 16));
+	ck_assert_int_eq(tt_count(chrome, "\"ph\":\"X\""), 8);
+	ck_assert_int_eq(tt_count(chrome, "\"name\":\"tfn_leaf\""), 4);
+	ck_assert_int_eq(tt_count(chrome, "thread_name"), 1);
+	ck_assert_ptr_nonnull(strstr(chrome, "\"displayTimeUnit\":\"ns\"}"));
+
+	/* chunks of one snapshot put together are the snapshot */
+	graph = tt_read(SD_TRACE_FMT_GRAPH);
+	req.trace.format = SD_TRACE_FMT_GRAPH;
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_READ, &req, chunk, sizeof(chunk), &rsp),
+			 SD_RES_SUCCESS);
+	ck_assert_uint_eq(rsp.trace.total_length, strlen(graph));
+	gen = rsp.trace.generation;
+	while (rsp.data_length) {
+		ck_assert(!memcmp(graph + len, chunk, rsp.data_length));
+		len += rsp.data_length;
+		req.trace.offset = len;
+		ck_assert_int_eq(tt_op(SD_OP_TRACE_READ, &req, chunk, sizeof(chunk), &rsp),
+				 SD_RES_SUCCESS);
+		ck_assert_uint_eq(rsp.trace.generation, gen);
+	}
+	ck_assert_uint_eq(len, strlen(graph));
+	free(folded);
+	free(chrome);
+	free(graph);
+}
+END_TEST
+
+START_TEST(test_read_while_tracing)
+{
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
+	tfn_top(1);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	free(csv);
+	tfn_top(1);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 2);
+	free(csv);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+}
+END_TEST
+
+static Suite *graph_suite(void)
+{
+	Suite *s = suite_create("trace graph");
+	TCase *tc = tcase_create("graph");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_nesting);
+	tcase_add_test(tc, test_fib_counts);
+	tcase_add_test(tc, test_registers);
+	tcase_add_test(tc, test_shadow_stack);
+	tcase_add_test(tc, test_longjmp);
+	tcase_add_test(tc, test_stop_inside);
+	tcase_add_test(tc, test_ring_wrap);
+	tcase_add_test(tc, test_formats);
+	tcase_add_test(tc, test_read_while_tracing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("threads");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_thread_exit);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int nr_failed;
+
+	if (trace_init() < 0)
+		return 1;
+	sr = srunner_create(graph_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	nr_failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nr_failed ? 1 : 0;
+}

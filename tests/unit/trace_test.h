@@ -1,0 +1,52 @@
+/*
+ * Instrumented functions for the tracer's unit tests (trace_funcs.c, built
+ * with sites) and helpers shared by test_trace*.c.
+ */
+#ifndef TRACE_TEST_H
+#define TRACE_TEST_H
+
+#include <setjmp.h>
+#include <stdint.h>
+
+#include "internal_proto.h"
+
+struct tfn_pair {
+	long a;
+	long b;
+};
+
+struct tfn_big {
+	long v[6];
+};
+
+extern long tfn_fib_calls;
+extern long tfn_deep_max;
+
+int tfn_leaf(int x);
+int tfn_mid(int x);
+int tfn_top(int x);
+long tfn_fib(int n);
+long tfn_deep(int n);
+double tfn_fp(double a, double b, float c, int i);
+long double tfn_ld(long double a, long double b);
+struct tfn_pair tfn_pair(long a, long b);
+struct tfn_big tfn_big(long seed);
+long tfn_many(long a, long b, long c, long d, long e, long f, long g, long h);
+long tfn_varargs(int n, ...);
+void *tfn_return_address(void);
+unsigned tfn_depth_inside(void);
+void tfn_call(void (*fn)(void *), void *arg);
+int tfn_jmp_outer(int x);
+int tfn_unused(int x);
+
+/* test helpers (not instrumented decisions: they live in the tests) */
+int tt_op(uint8_t opcode, struct sd_req *req, void *data, uint32_t len, struct sd_rsp *rsp);
+int tt_start(const char *tracer, const char *const *pats, uint32_t depth, uint64_t bsize);
+int tt_stop(void);
+int tt_status(struct sd_trace_status *st);
+/* the whole rendering in @fmt, malloc'd and NUL-terminated (NULL on error) */
+char *tt_read(int fmt);
+/* lines of @text containing @needle */
+int tt_count(const char *text, const char *needle);
+
+#endif
