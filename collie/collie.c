@@ -227,20 +227,26 @@ static int parse_one(int c, const char *arg)
 }
 
 /*
- * Parse every option. Returns EXIT_OK, an exit code, or -1 when help or the
- * version was asked for (*help / *version set).
+ * Parse every option; the words that are not options go to words[] in
+ * order (getopt's "-" mode, so POSIXLY_CORRECT cannot stop us at the first
+ * word, and "--" ends the options). Returns EXIT_OK or an exit code.
  */
-static int parse_options(int argc, char **argv, bool *help, bool *version)
+static int parse_options(int argc, char **argv, char **words, int *nr_words, bool *help,
+			 bool *version)
 {
 	int c, longidx, ret;
 
 	opterr = 0;
+	*nr_words = 0;
 	for (;;) {
 		longidx = -1;
-		c = getopt_long(argc, argv, ":a:p:c:s:rh", long_options, &longidx);
+		c = getopt_long(argc, argv, "-:a:p:c:s:rh", long_options, &longidx);
 		if (c == -1)
 			break;
 		switch (c) {
+		case 1:
+			words[(*nr_words)++] = optarg;
+			break;
 		case 'h':
 			*help = true;
 			break;
@@ -264,6 +270,8 @@ static int parse_options(int argc, char **argv, bool *help, bool *version)
 				return ret;
 		}
 	}
+	while (optind < argc)
+		words[(*nr_words)++] = argv[optind++];
 	return EXIT_OK;
 }
 
@@ -352,21 +360,28 @@ static int dispatch(int argc, char **argv, bool help)
 int main(int argc, char **argv)
 {
 	bool help = false, version = false;
-	int ret;
+	char **words = calloc((size_t)argc + 1, sizeof(char *));
+	int nr_words, ret;
 
 	/* a daemon that hangs up must give an error, not kill us */
 	signal(SIGPIPE, SIG_IGN);
-	ret = parse_options(argc, argv, &help, &version);
+	if (!words) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	ret = parse_options(argc, argv, words, &nr_words, &help, &version);
 	if (ret)
-		return ret;
+		goto out_free;
 	if (version) {
 		print_version();
-		return EXIT_OK;
+		goto out_free;
 	}
-	ret = dispatch(argc - optind, argv + optind, help);
+	ret = dispatch(nr_words, words, help);
 	if (fflush(stdout) == EOF && ret == EXIT_OK) {
 		collie_err("failed to write to stdout: %s", strerror(errno));
 		ret = EXIT_SYSFAIL;
 	}
+out_free:
+	free(words);
 	return ret;
 }
