@@ -41,8 +41,6 @@ int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg)
 		ret = vdi_read_inode(vid, inode, sizeof(*inode));
 		if (ret)
 			goto out_free;
-		if (vdi_is_deleted(inode))
-			continue;
 		fn(inode, arg);
 	}
 out_free:
@@ -63,7 +61,9 @@ struct vdi_entry {
 	uint32_t snap_id;
 	uint32_t vid;
 	uint32_t parent_vid;
+	uint32_t tree_parent; /* the nearest ancestor that is not deleted, or 0 */
 	uint8_t nr_copies;
+	bool deleted; /* kept only to link the tree across it */
 	bool printed;
 };
 
@@ -101,6 +101,7 @@ static void collect(const struct sd_inode *inode, void *arg)
 	e->snap_id = inode->snap_id;
 	e->vid = inode->vdi_id;
 	e->parent_vid = inode->parent_vdi_id;
+	e->deleted = vdi_is_deleted(inode);
 	e->nr_copies = inode->nr_copies;
 	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++) {
 		if (!inode->data_vdi_id[i])
@@ -200,7 +201,8 @@ int vdi_list(int argc, char **argv)
 		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %s\n", "Name", "Id", "Size", "Used",
 		       "Shared", "Creation time", "VDI id", "Copies", "Tag");
 	for (size_t i = 0; i < v.nr; i++)
-		print_entry(&v.e[i]);
+		if (!v.e[i].deleted)
+			print_entry(&v.e[i]);
 	free(v.e);
 	return EXIT_OK;
 }
@@ -217,10 +219,29 @@ static void print_label(const struct vdi_entry *e)
 
 static struct vdi_entry *find_vid(struct vdi_entries *v, uint32_t vid)
 {
+	if (!vid)
+		return NULL;
 	for (size_t i = 0; i < v->nr; i++)
 		if (v->e[i].vid == vid)
 			return &v->e[i];
 	return NULL;
+}
+
+/*
+ * Link each VDI to its nearest ancestor that is still there, walking
+ * through deleted ones (a deleted snapshot in the middle of a chain keeps
+ * its inode and its parent link). At most v->nr steps: a cycle ends it.
+ */
+static void link_tree(struct vdi_entries *v)
+{
+	for (size_t i = 0; i < v->nr; i++) {
+		struct vdi_entry *p = find_vid(v, v->e[i].parent_vid);
+		size_t steps = 0;
+
+		while (p && p->deleted && steps++ < v->nr)
+			p = find_vid(v, p->parent_vid);
+		v->e[i].tree_parent = p && !p->deleted ? p->vid : 0;
+	}
 }
 
 /*
@@ -236,13 +257,13 @@ static void print_tree(struct vdi_entries *v, struct vdi_entry *e, char *prefix,
 	e->printed = true;
 	print_label(e);
 	for (size_t i = 0; i < v->nr; i++)
-		if (!v->e[i].printed && v->e[i].parent_vid == e->vid && &v->e[i] != e)
+		if (!v->e[i].printed && v->e[i].tree_parent == e->vid && &v->e[i] != e)
 			last = i;
 	for (size_t i = 0; i < v->nr && last != SIZE_MAX; i++) {
 		struct vdi_entry *c = &v->e[i];
 		bool is_last = i == last;
 
-		if (c->printed || c->parent_vid != e->vid)
+		if (c->printed || c->tree_parent != e->vid)
 			continue;
 		printf("%.*s%s", (int)plen, prefix, is_last ? "`-- " : "|-- ");
 		if (plen + 4 < cap) {
@@ -273,10 +294,13 @@ int vdi_tree(int argc, char **argv)
 		collie_err("out of memory");
 		return EXIT_SYSFAIL;
 	}
+	link_tree(&v);
+	for (size_t i = 0; i < v.nr; i++)
+		v.e[i].printed = v.e[i].deleted;
 	for (size_t i = 0; i < v.nr; i++) {
 		struct vdi_entry *e = &v.e[i];
 
-		if (!e->printed && (!e->parent_vid || !find_vid(&v, e->parent_vid)))
+		if (!e->printed && !e->tree_parent)
 			print_tree(&v, e, prefix, 0, cap);
 	}
 	/* whatever is left sits on a parent cycle: print it as roots */
