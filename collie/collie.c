@@ -238,11 +238,20 @@ static int parse_options(int argc, char **argv, char **words, int *nr_words, boo
 
 	opterr = 0;
 	*nr_words = 0;
-	for (;;) {
+	for (bool mid_cluster = false;;) {
+		int prev = optind;
+
+		/* "-1" is a (bad) number for the subcommand to reject, not an option */
+		if (!mid_cluster && optind > 0 && optind < argc && argv[optind][0] == '-' &&
+		    argv[optind][1] >= '0' && argv[optind][1] <= '9') {
+			words[(*nr_words)++] = argv[optind++];
+			continue;
+		}
 		longidx = -1;
 		c = getopt_long(argc, argv, "-:a:p:c:s:rh", long_options, &longidx);
 		if (c == -1)
 			break;
+		mid_cluster = optind == prev;
 		switch (c) {
 		case 1:
 			words[(*nr_words)++] = optarg;
