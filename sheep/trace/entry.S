@@ -11,8 +11,8 @@
  * trace_return_tramp is where a traced function returns to once the hook
  * swapped its return address. It keeps the return registers (rax, rdx,
  * xmm0, xmm1; st0 and st1 are not touched by the general-regs-only hook),
- * asks the exit hook for the real return address and jumps there with a
- * ret. It stays valid for the life of the process: a thread may return
+ * asks the exit hook for the real return address and jumps there (r11 is
+ * free at a return: caller-saved and no return value lives in it). It stays valid for the life of the process: a thread may return
  * through it long after tracing stopped.
  */
 	.text
@@ -95,28 +95,31 @@ trace_entry_tramp:
 trace_return_tramp:
 	.cfi_startproc
 	/* the traced function's ret popped our address: rsp is the caller's */
-	subq	$8, %rsp		/* room for the real return address */
-	.cfi_adjust_cfa_offset 8
-	pushq	%rax
+	pushq	%rax			/* rsp: 16n - 8 */
 	.cfi_adjust_cfa_offset 8
 	pushq	%rdx
 	.cfi_adjust_cfa_offset 8
-	subq	$40, %rsp
-	.cfi_adjust_cfa_offset 40
+	subq	$48, %rsp		/* 16-byte aligned again */
+	.cfi_adjust_cfa_offset 48
 	movdqu	%xmm0, 0(%rsp)
 	movdqu	%xmm1, 16(%rsp)
 	leaq	64(%rsp), %rdi		/* rsp on arrival */
 	call	trace_exit_hook@PLT
-	movq	%rax, 56(%rsp)
+	movq	%rax, %r11		/* the real return address */
 	movdqu	0(%rsp), %xmm0
 	movdqu	16(%rsp), %xmm1
-	addq	$40, %rsp
-	.cfi_adjust_cfa_offset -40
+	addq	$48, %rsp
+	.cfi_adjust_cfa_offset -48
 	popq	%rdx
 	.cfi_adjust_cfa_offset -8
 	popq	%rax
 	.cfi_adjust_cfa_offset -8
-	ret
+	/*
+	 * jmp, not ret: the ret that brought us here consumed this frame's
+	 * return-stack-buffer entry; another ret would pop the caller's and
+	 * every outer return would be mispredicted.
+	 */
+	jmp	*%r11
 	.cfi_endproc
 	.size	trace_return_tramp, .-trace_return_tramp
 

@@ -22,7 +22,6 @@ struct sym {
 	uintptr_t start;
 	uintptr_t end;
 	const char *name;
-	bool used; /* a site points to the name: keep it */
 };
 
 static int first_phdr(struct dl_phdr_info *info, size_t size, void *arg)
@@ -95,14 +94,12 @@ static const struct sym *sym_find(const struct sym *syms, size_t nr, uintptr_t a
 	return &syms[lo - 1];
 }
 
-/* names that sites point to live as long as the daemon */
-static void free_syms(struct sym *syms, size_t nr)
-{
-	for (size_t i = 0; i < nr; i++)
-		if (!syms[i].used)
-			free((void *)syms[i].name);
-	free(syms);
-}
+/*
+ * The symbols stay for the life of the process: the sites point to their
+ * names (and a reachable table keeps leak checkers quiet).
+ */
+static struct sym *all_syms;
+static size_t nr_all_syms;
 
 int trace_symbols_load(struct trace_site *sites, size_t nr_sites)
 {
@@ -114,6 +111,8 @@ int trace_symbols_load(struct trace_site *sites, size_t nr_sites)
 	Elf *elf;
 	int fd, ret;
 
+	if (all_syms)
+		return 0;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 	dl_iterate_phdr(first_phdr, &bias);
@@ -142,13 +141,12 @@ int trace_symbols_load(struct trace_site *sites, size_t nr_sites)
 	if (ret < 0)
 		goto out_end;
 	for (size_t i = 0; i < nr_sites; i++) {
-		struct sym *s = (struct sym *)sym_find(syms, nr_syms, sites[i].addr);
+		const struct sym *s = sym_find(syms, nr_syms, sites[i].addr);
 
 		sites[i].name = s ? s->name : NULL;
-		if (s)
-			s->used = true;
 	}
-	free_syms(syms, nr_syms);
+	all_syms = syms;
+	nr_all_syms = nr_syms;
 	ret = 0;
 out_end:
 	elf_end(elf);

@@ -1,0 +1,252 @@
+/*
+ * A call-heavy program for tests/bench/trace-overhead: recursive fib and a
+ * parser-like mix (tokenizer + recursive-descent evaluator over a
+ * generated expression). Built three times: with trace sites and the
+ * tracer (TRACE_BENCH_SITES), plain, and with -pg -mfentry for uftrace.
+ *
+ * usage: trace-bench fib|parse N [off|graph|filter]
+ *   prints: workload=W calls=C ns=T
+ * "filter" traces every function except the hot one of the workload.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef TRACE_BENCH_SITES
+#include "trace/trace.h"
+#endif
+
+#define NOINLINE __attribute__((noinline, noclone))
+
+static long nr_calls;
+
+NOINLINE long bench_fib(int n)
+{
+	long a, b;
+
+	if (n < 2)
+		return n;
+	a = bench_fib(n - 1);
+	b = bench_fib(n - 2);
+	__asm__ volatile("" : "+r"(a), "+r"(b));
+	return a + b;
+}
+
+/* ---- the parser mix ---- */
+
+struct lexer {
+	const char *p;
+	int tok; /* '0' for a number, an operator, or 0 at the end */
+	long val;
+};
+
+static long parse_expr(struct lexer *lx);
+
+NOINLINE int lex_is_digit(int c)
+{
+	nr_calls++;
+	return c >= '0' && c <= '9';
+}
+
+NOINLINE int lex_is_space(int c)
+{
+	nr_calls++;
+	return c == ' ';
+}
+
+NOINLINE void lex_next(struct lexer *lx)
+{
+	nr_calls++;
+	while (lex_is_space(*lx->p))
+		lx->p++;
+	if (lex_is_digit(*lx->p)) {
+		lx->val = 0;
+		while (lex_is_digit(*lx->p))
+			lx->val = lx->val * 10 + (*lx->p++ - '0');
+		lx->tok = '0';
+		return;
+	}
+	lx->tok = *lx->p ? *lx->p++ : 0;
+}
+
+NOINLINE long parse_factor(struct lexer *lx)
+{
+	long v;
+
+	nr_calls++;
+	if (lx->tok == '(') {
+		lex_next(lx);
+		v = parse_expr(lx);
+		lex_next(lx); /* ')' */
+		return v;
+	}
+	v = lx->val;
+	lex_next(lx);
+	return v;
+}
+
+NOINLINE long parse_term(struct lexer *lx)
+{
+	long v;
+
+	nr_calls++;
+	v = parse_factor(lx);
+	while (lx->tok == '*') {
+		lex_next(lx);
+		v = (v * parse_factor(lx)) % 1000003;
+	}
+	return v;
+}
+
+NOINLINE long parse_expr(struct lexer *lx)
+{
+	long v;
+
+	nr_calls++;
+	v = parse_term(lx);
+	while (lx->tok == '+' || lx->tok == '-') {
+		int op = lx->tok;
+
+		lex_next(lx);
+		v = op == '+' ? v + parse_term(lx) : v - parse_term(lx);
+	}
+	return v;
+}
+
+/* a deterministic expression of about @len bytes */
+static char *make_expr(size_t len)
+{
+	char *s = malloc(len + 64);
+	size_t n = 0;
+	unsigned seed = 1;
+	int open = 0;
+
+	if (!s)
+		exit(1);
+	while (n < len) {
+		seed = seed * 1103515245 + 12345;
+		if ((seed >> 16) % 5 == 0 && open < 8) {
+			s[n++] = '(';
+			open++;
+		}
+		n += (size_t)sprintf(s + n, "%u", (seed >> 8) % 1000);
+		seed = seed * 1103515245 + 12345;
+		if (open && (seed >> 16) % 4 == 0) {
+			s[n++] = ')';
+			open--;
+		}
+		s[n++] = " +-*"[1 + (seed >> 20) % 3];
+		s[n++] = ' ';
+	}
+	s[n++] = '1';
+	while (open--)
+		s[n++] = ')';
+	s[n] = '\0';
+	return s;
+}
+
+NOINLINE long bench_parse(const char *expr, int rounds)
+{
+	long sum = 0;
+
+	for (int i = 0; i < rounds; i++) {
+		struct lexer lx = { expr, 0, 0 };
+
+		lex_next(&lx);
+		sum += parse_expr(&lx);
+	}
+	return sum;
+}
+
+static long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* the part that is timed, and that callgrind measures (--toggle-collect) */
+NOINLINE long bench_run(int is_fib, int n, const char *expr)
+{
+	nr_calls = 0;
+	if (is_fib)
+		return bench_fib(n);
+	return bench_parse(expr, n);
+}
+
+/* calls of bench_fib(n): 2 * fib(n + 1) - 1 */
+static long fib_calls(int n)
+{
+	long a = 0, b = 1;
+
+	for (int i = 0; i < n + 1; i++) {
+		long t = a + b;
+
+		a = b;
+		b = t;
+	}
+	return 2 * a - 1;
+}
+
+#ifdef TRACE_BENCH_SITES
+static int start_tracing(const char *mode, int is_fib)
+{
+	/* filter: every function but the workload's hot one(s) */
+	static const char fib_filter[] = "\0lex_*\0parse_*\0bench_parse\0bench_run";
+	static const char parse_filter[] = "\0bench_*\0parse_*";
+	struct sd_req req = { 0 };
+	struct sd_rsp rsp;
+	char payload[64] = "";
+	uint32_t len = 1;
+	int ret;
+
+	if (!strcmp(mode, "off"))
+		return 0;
+	if (!strcmp(mode, "filter")) {
+		len = is_fib ? sizeof(fib_filter) : sizeof(parse_filter);
+		memcpy(payload, is_fib ? fib_filter : parse_filter, len);
+	}
+	req.opcode = SD_OP_TRACE_START;
+	req.data_length = len;
+	req.trace.buffer_size = getenv("TB_BUF") ? atol(getenv("TB_BUF")) : 4 << 20;
+	ret = trace_handle_op(&req, &rsp, payload);
+	if (ret)
+		fprintf(stderr, "trace start: %#x\n", ret);
+	return ret;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 3 ? argv[3] : "off";
+	int is_fib, n;
+	char *expr = NULL;
+	long t0, t1, calls, r;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s fib|parse N [off|graph|filter]\n", argv[0]);
+		return 2;
+	}
+	is_fib = !strcmp(argv[1], "fib");
+	n = atoi(argv[2]);
+	if (!is_fib)
+		expr = make_expr(4096);
+#ifdef TRACE_BENCH_SITES
+	if (trace_init() < 0 || start_tracing(mode, is_fib))
+		return 1;
+#else
+	if (strcmp(mode, "off")) {
+		fprintf(stderr, "this build has no tracer\n");
+		return 2;
+	}
+#endif
+	t0 = now_ns();
+	r = bench_run(is_fib, n, expr);
+	t1 = now_ns();
+	calls = is_fib ? fib_calls(n) : nr_calls + 2L * n; /* + bench_run, bench_parse... */
+	printf("workload=%s calls=%ld ns=%ld result=%ld\n", argv[1], calls, t1 - t0, r);
+	free(expr);
+	return 0;
+}
