@@ -201,8 +201,7 @@ static void graph_begin(struct walk *w)
 {
 	tout_printf(w->out, "#\n# thread %s (tid %u): %zu records, %llu lost\n#\n", w->th->comm,
 		    w->th->tid, w->th->nr_recs, (unsigned long long)w->th->nr_lost);
-	tout_printf(w->out, "# %22s | %13s | %s\n", "Thread", "Time(us)", "Function Graph");
-	tout_printf(w->out, "# %22s | %13s | %s\n", "|", "|", "|");
+	tout_printf(w->out, "#%22s | %13s | %s\n", "Thread", "Time(us)", "Function Graph");
 }
 
 static void graph_open(struct walk *w, const struct frame *f, bool leaf)
