@@ -11,6 +11,9 @@
 static const struct cluster_driver *drivers[MAX_CLUSTER_DRIVERS];
 static int nr_drivers;
 
+static const struct cluster_driver *selected;
+static char *selected_option;
+
 void cdrv_register(const struct cluster_driver *drv)
 {
 	if (!drv->name || !drv->init || !drv->join || !drv->leave || !drv->notify ||
@@ -21,12 +24,32 @@ void cdrv_register(const struct cluster_driver *drv)
 	drivers[nr_drivers++] = drv;
 }
 
-const struct cluster_driver *cdrv_find(const char *name)
+const struct cluster_driver *cdrv_find(const char *arg)
 {
-	for (int i = 0; i < nr_drivers; i++)
-		if (!strcmp(drivers[i]->name, name))
-			return drivers[i];
+	const char *colon = strchr(arg, ':');
+	size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+
+	for (int i = 0; i < nr_drivers; i++) {
+		if (strlen(drivers[i]->name) != len || strncmp(drivers[i]->name, arg, len))
+			continue;
+		free(selected_option);
+		selected_option = colon && colon[1] ? strdup(colon + 1) : NULL;
+		selected = drivers[i];
+		return drivers[i];
+	}
 	return NULL;
+}
+
+const char *cdrv_selected_option(void)
+{
+	return selected_option;
+}
+
+bool cdrv_is_quorate(void)
+{
+	if (!selected || !selected->is_quorate)
+		return true;
+	return selected->is_quorate();
 }
 
 void cdrv_names(char *buf, size_t len)

@@ -1,22 +1,77 @@
 /*
  * Cluster drivers: where membership and the total order of cluster
  * messages come from. A driver is a const ops struct registered by
- * cdrv_register(); selected with `sheep -c NAME`.
+ * cdrv_register_driver(); selected with `sheep -c NAME[:OPTION]`.
  *
- * Contracts:
- * - init(option): prepare, no member visible yet. 0 or -errno.
- * - join(myself): become a member. The driver then calls
- *   sd_join_handler() on the main thread, on every member, in the same
- *   order, with the new member list.
- * - leave(): stop being a member (others see sd_leave_handler()).
- * - notify(msg, len): broadcast; every member, the sender included, gets
- *   sd_notify_handler() in one total order. 0 or -errno.
+ * Events. A driver delivers three kinds of events to the daemon: a member
+ * joined (sd_join_handler), a member left (sd_leave_handler) and a
+ * broadcast message (sd_notify_handler). The contract, for every driver:
+ *
+ * - Thread. Handlers are called on the main thread only: from inside
+ *   join(), or from a handler the driver registered in the main event loop
+ *   (ev_add). Never from a worker thread, never from a signal handler.
+ * - One total order. All members deliver the events they see in the same
+ *   sequence: if members A and B both deliver events x and y, both deliver
+ *   x before y. There is no gap: from its own join until it leaves, a
+ *   member delivers every event of that stretch of the sequence.
+ * - Member list. `members` is the list after the event, nr entries, the
+ *   same on every member for the same event, in join order (the oldest
+ *   member first). A rejoining node is appended at the end. The arrays are
+ *   owned by the driver and valid only during the call.
+ * - Own join. join(myself) delivers sd_join_handler(myself, members, nr)
+ *   on this member before it returns 0: that is the first event this
+ *   member sees, and `members` is then the complete list (myself last).
+ *   Nothing that happened before is replayed. join() may deliver later
+ *   events too before it returns.
+ * - Leave. sd_leave_handler(left, members, nr) is delivered once on every
+ *   remaining member when a member leaves gracefully (leave()), dies, or
+ *   is declared dead by the driver's liveness check; `members` no longer
+ *   holds it. Messages that `left` broadcast before it was seen leaving
+ *   are delivered before its leave event, on every member, or on none.
+ * - Evicted. If the other members declare this member dead (it stopped
+ *   answering for longer than the driver's bound while it still runs),
+ *   the driver calls sd_leave_handler(myself, members, nr) with the list
+ *   that the others now have, once, and then delivers nothing more: the
+ *   daemon must stop serving (exit, or leave and join again).
+ * - Messages. notify() returns before delivery; the sender itself gets
+ *   its message through sd_notify_handler like everyone else, in the
+ *   total order. `sender` is a member of the current list.
+ * - Handlers may call notify(). They must not call join() or leave().
+ *
+ * Callbacks:
+ * - init(option): prepare, no member visible yet. `option` is the text
+ *   after ':' in `-c NAME:OPTION`; NULL means the option that was given
+ *   to cdrv_find() with the name (cdrv_selected_option()), or the default.
+ *   0 or -errno.
+ * - join(myself): become a member, see "Own join". Blocks for a bounded
+ *   time (the driver's join timeout). 0 or -errno (-ETIMEDOUT, ...).
+ * - leave(): stop being a member; the others see sd_leave_handler(). No
+ *   handler is called on this member after leave() begins. 0 or -errno.
+ * - notify(msg, len): broadcast, len at most CDRV_MAX_MSG_LEN. 0, -EMSGSIZE,
+ *   -ENOTCONN (not a member) or another -errno.
+ * - is_quorate(): optional (NULL: always quorate). True when this member
+ *   belongs to the partition that holds the quorum, for drivers that know
+ *   about partitions. Main thread only.
+ *
+ * Drivers:
+ * - local[:DIR]: every sheep of one machine; DIR is shared by the members
+ *   of one cluster (default /tmp/sheepdog-local). No external service. A
+ *   killed member is seen leaving within about 0.3 s. A stopped (SIGSTOP)
+ *   member is not detected: it holds its lock and stays a member.
+ * - corosync[:GROUP]: CPG group GROUP (default "sheepdog"). A killed member
+ *   leaves at once (corosync reports it); a member that stays silent for
+ *   COROSYNC_SILENT_MS (stopped, or its daemon hung) is declared dead by the
+ *   oldest member that still speaks. is_quorate() asks votequorum.
  */
 #ifndef CLUSTER_H
 #define CLUSTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "internal_proto.h"
+
+/* cluster messages are small: bigger ones are refused with -EMSGSIZE */
+#define CDRV_MAX_MSG_LEN (1024 * 1024)
 
 struct cluster_driver {
 	const char *name;
@@ -24,6 +79,8 @@ struct cluster_driver {
 	int (*join)(const struct sd_node *myself);
 	int (*leave)(void);
 	int (*notify)(const void *msg, size_t len);
+	/* optional */
+	bool (*is_quorate)(void);
 };
 
 void cdrv_register(const struct cluster_driver *drv);
@@ -32,11 +89,20 @@ void cdrv_register(const struct cluster_driver *drv);
 	{                                                             \
 		cdrv_register(&drv);                                  \
 	}
-const struct cluster_driver *cdrv_find(const char *name);
+
+/*
+ * Look a driver up by "NAME" or "NAME:OPTION". A driver found becomes the
+ * selected one, and OPTION is kept for cdrv_selected_option().
+ */
+const struct cluster_driver *cdrv_find(const char *arg);
+/* the OPTION of the last successful cdrv_find(), or NULL */
+const char *cdrv_selected_option(void);
+/* the selected driver's is_quorate(); true without one */
+bool cdrv_is_quorate(void);
 /* "local, corosync": the names of the registered drivers */
 void cdrv_names(char *buf, size_t len);
 
-/* called by drivers on the main thread */
+/* called by drivers on the main thread, see the contract above */
 void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr);
 void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr);
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len);

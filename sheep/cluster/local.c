@@ -1,41 +1,511 @@
 /*
- * The local driver: membership without any external service. In this
- * version it runs one sheep alone: join makes it the only member at once,
- * and a broadcast is delivered to itself, in order, on the main thread.
+ * The local driver: several sheep of one machine form a cluster through a
+ * directory they share (`-c local:DIR`), with no external service.
+ *
+ * DIR/log is an append-only event log; its order is the total order. A
+ * writer holds flock(LOCK_EX) on it, reads up to the end (its "tail view"),
+ * drops whatever a dead writer left half written, and appends one record
+ * with a single pwritev(). Readers take no lock: a record counts only when
+ * it is complete and its checksum matches, so a reader that meets a record
+ * being written stops there and comes back later.
+ *
+ * Every member derives the member list from the records it has read (JOIN
+ * appends a member, LEAVE removes it), so every member computes the same
+ * list at the same place of the log. A joiner appends its JOIN under the
+ * lock after reading the whole log, delivers its own join with the list it
+ * computed, and starts delivering after its JOIN record: it never replays
+ * older history. When a joiner finds no live member, it empties the log:
+ * a new cluster starts.
+ *
+ * Wake-ups: inotify on DIR/log (IN_MODIFY) in the main event loop, plus a
+ * timerfd every LOCAL_TICK_MS as a safety net and for the liveness check.
+ *
+ * Liveness: each member holds flock(LOCK_EX) on its own file DIR/m.<id>
+ * from before its JOIN until after its LEAVE. On every tick, a member tries
+ * to lock the files of the others: a lock that can be taken (or a file that
+ * is gone) means the process died. It then takes the log lock, reads the
+ * tail, and appends LEAVE for each member of the tail view that is still
+ * dead, so the leave is recorded once, by whoever noticed first. A stopped
+ * (SIGSTOP) member keeps its lock and is not detected.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "cluster.h"
+#include "event.h"
+#include "logger.h"
+#include "util.h"
 
-static struct sd_node self;
+#define LOCAL_DEFAULT_DIR "/tmp/sheepdog-local"
+#define LOCAL_MAGIC 0x4c434f4cU /* "LOCL" */
+#define LOCAL_TICK_MS 200
+
+enum local_type {
+	LOCAL_JOIN = 1,
+	LOCAL_LEAVE,
+	LOCAL_NOTIFY,
+};
+
+/* one record of DIR/log, followed by len bytes of payload */
+struct local_rec {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t pad;
+	uint32_t len;
+	uint32_t pad2;
+	uint64_t seq;
+	uint64_t id; /* JOIN, NOTIFY: the sender; LEAVE: the member that left */
+	uint64_t sum; /* FNV-1a of the record with sum = 0, then the payload */
+	struct sd_node node; /* JOIN: the new member */
+};
+
+struct local_member {
+	uint64_t id;
+	struct sd_node node;
+};
+
+/* the state after reading the log up to off */
+struct local_view {
+	uint64_t off;
+	uint64_t seq;
+	int nr;
+	struct local_member m[SD_MAX_NODES];
+};
+
+static char dir[4096];
+static int log_fd = -1, self_fd = -1, ino_fd = -1, tick_fd = -1;
+static uint64_t self_id;
 static bool joined;
+static struct local_view delivered; /* what the daemon has seen */
+static struct local_view tail; /* valid only under the log lock */
+/* CDRV_MAX_MSG_LEN bytes each: a handler may notify() while it holds its msg */
+static uint8_t *scan_buf, *deliver_buf;
+
+static uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+static uint64_t rec_sum(const struct local_rec *rec, const void *data)
+{
+	struct local_rec r = *rec;
+
+	r.sum = 0;
+	return fnv1a(fnv1a(UINT64_C(0xcbf29ce484222325), &r, sizeof(r)), data, r.len);
+}
+
+/* the complete, valid record at off: its length, or 0 (end, partial, bad) */
+static size_t read_rec(uint64_t off, struct local_rec *rec, void *data)
+{
+	if (pread(log_fd, rec, sizeof(*rec), off) != sizeof(*rec))
+		return 0;
+	if (rec->magic != LOCAL_MAGIC || rec->len > CDRV_MAX_MSG_LEN)
+		return 0;
+	if (rec->len && pread(log_fd, data, rec->len, off + sizeof(*rec)) != rec->len)
+		return 0;
+	if (rec_sum(rec, data) != rec->sum)
+		return 0;
+	return sizeof(*rec) + rec->len;
+}
+
+static int view_find(const struct local_view *v, uint64_t id)
+{
+	for (int i = 0; i < v->nr; i++)
+		if (v->m[i].id == id)
+			return i;
+	return -1;
+}
+
+static void view_apply(struct local_view *v, const struct local_rec *rec, size_t rec_len)
+{
+	int i;
+
+	v->off += rec_len;
+	v->seq = rec->seq;
+	switch (rec->type) {
+	case LOCAL_JOIN:
+		if (v->nr < SD_MAX_NODES && view_find(v, rec->id) < 0) {
+			v->m[v->nr].id = rec->id;
+			v->m[v->nr].node = rec->node;
+			v->nr++;
+		}
+		break;
+	case LOCAL_LEAVE:
+		i = view_find(v, rec->id);
+		if (i >= 0) {
+			v->nr--;
+			memmove(&v->m[i], &v->m[i + 1], (v->nr - i) * sizeof(v->m[0]));
+		}
+		break;
+	}
+}
+
+static void view_nodes(const struct local_view *v, struct sd_node *nodes)
+{
+	for (int i = 0; i < v->nr; i++)
+		nodes[i] = v->m[i].node;
+}
+
+static int lock_log(void)
+{
+	while (flock(log_fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+static void unlock_log(void)
+{
+	flock(log_fd, LOCK_UN);
+}
+
+/* under the lock: read to the end, cut what a dead writer left behind */
+static int scan_tail(void)
+{
+	struct local_rec rec;
+	struct stat st;
+	size_t n;
+
+	while ((n = read_rec(tail.off, &rec, scan_buf)))
+		view_apply(&tail, &rec, n);
+	if (fstat(log_fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size > tail.off) {
+		sd_warn("dropping %" PRIu64 " bytes of a half written record",
+			(uint64_t)st.st_size - tail.off);
+		if (ftruncate(log_fd, tail.off) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* under the lock, after scan_tail(): append one record. 0 or -errno */
+static int append(uint16_t type, uint64_t id, const struct sd_node *node, const void *data,
+		  size_t len)
+{
+	struct local_rec rec = {
+		.magic = LOCAL_MAGIC,
+		.type = type,
+		.len = (uint32_t)len,
+		.seq = tail.seq + 1,
+		.id = id,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &rec, .iov_len = sizeof(rec) },
+		{ .iov_base = (void *)data, .iov_len = len },
+	};
+	ssize_t n;
+
+	if (node)
+		rec.node = *node;
+	rec.sum = rec_sum(&rec, data);
+	n = pwritev(log_fd, iov, len ? 2 : 1, tail.off);
+	if (n != (ssize_t)(sizeof(rec) + len)) {
+		int err = n < 0 ? -errno : -EIO;
+
+		if (ftruncate(log_fd, tail.off) < 0)
+			sd_err("cannot cut %s/log: %m", dir);
+		return err;
+	}
+	view_apply(&tail, &rec, sizeof(rec) + len);
+	return 0;
+}
+
+static void member_path(char *buf, size_t len, uint64_t id)
+{
+	snprintf(buf, len, "%s/m.%016" PRIx64, dir, id);
+}
+
+/* true when no live process holds the member file of id */
+static bool member_is_dead(uint64_t id)
+{
+	char path[4200];
+	int fd, ret;
+
+	member_path(path, sizeof(path), id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	ret = flock(fd, LOCK_EX | LOCK_NB);
+	close(fd);
+	return ret == 0;
+}
+
+/* under the lock, after scan_tail(): record the leave of dead members */
+static int reap_dead(void)
+{
+	char path[4200];
+	int ret;
+
+	for (int i = 0; i < tail.nr; i++) {
+		uint64_t id = tail.m[i].id;
+
+		if (id == self_id || !member_is_dead(id))
+			continue;
+		ret = append(LOCAL_LEAVE, id, NULL, NULL, 0);
+		if (ret)
+			return ret;
+		sd_info("member %016" PRIx64 " died: leave recorded", id);
+		member_path(path, sizeof(path), id);
+		unlink(path);
+		i--; /* the array moved down */
+	}
+	return 0;
+}
+
+/* deliver the complete records after the delivered view, in order */
+static void deliver(void)
+{
+	static struct sd_node nodes[SD_MAX_NODES];
+	struct local_rec rec;
+	struct sd_node node;
+	size_t n;
+	int i;
+
+	while (joined && (n = read_rec(delivered.off, &rec, deliver_buf))) {
+		i = view_find(&delivered, rec.id);
+		if (i >= 0)
+			node = delivered.m[i].node;
+		view_apply(&delivered, &rec, n);
+		view_nodes(&delivered, nodes);
+		switch (rec.type) {
+		case LOCAL_JOIN:
+			sd_join_handler(&rec.node, nodes, delivered.nr);
+			break;
+		case LOCAL_LEAVE:
+			if (i < 0)
+				break;
+			if (rec.id == self_id) {
+				sd_err("the others recorded this member as dead");
+				joined = false;
+			}
+			sd_leave_handler(&node, nodes, delivered.nr);
+			break;
+		case LOCAL_NOTIFY:
+			if (i >= 0)
+				sd_notify_handler(&node, deliver_buf, rec.len);
+			break;
+		}
+	}
+}
+
+static void local_inotify(int fd, uint32_t events, void *data)
+{
+	char buf[4096];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	deliver();
+}
+
+static void local_tick(int fd, uint32_t events, void *data)
+{
+	uint64_t expirations;
+	bool dead = false;
+
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		sd_err("timerfd: %m");
+	for (int i = 0; i < delivered.nr && !dead; i++)
+		dead = delivered.m[i].id != self_id && member_is_dead(delivered.m[i].id);
+	if (dead && !lock_log()) {
+		if (scan_tail() || reap_dead())
+			sd_err("cannot record a dead member in %s/log: %m", dir);
+		unlock_log();
+	}
+	deliver();
+}
 
 static int local_init(const char *option)
 {
+	struct itimerspec its = {
+		.it_interval = { 0, LOCAL_TICK_MS * 1000000L },
+		.it_value = { 0, LOCAL_TICK_MS * 1000000L },
+	};
+	char path[4200];
+	int ret;
+
+	if (!option)
+		option = cdrv_selected_option();
+	snprintf(dir, sizeof(dir), "%s", option ? option : LOCAL_DEFAULT_DIR);
+	ret = sd_mkdir_p(dir, 0755);
+	if (ret)
+		return ret;
+	scan_buf = scan_buf ? scan_buf : malloc(CDRV_MAX_MSG_LEN);
+	deliver_buf = deliver_buf ? deliver_buf : malloc(CDRV_MAX_MSG_LEN);
+	if (!scan_buf || !deliver_buf)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/log", dir);
+	log_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (log_fd < 0)
+		return -errno;
+	ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ino_fd < 0 || inotify_add_watch(ino_fd, path, IN_MODIFY) < 0)
+		goto out_errno;
+	tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (tick_fd < 0 || timerfd_settime(tick_fd, 0, &its, NULL) < 0)
+		goto out_errno;
+	sd_info("local cluster in %s", dir);
+	return 0;
+out_errno:
+	ret = -errno;
+	if (tick_fd >= 0)
+		close(tick_fd);
+	if (ino_fd >= 0)
+		close(ino_fd);
+	close(log_fd);
+	tick_fd = ino_fd = log_fd = -1;
+	return ret;
+}
+
+/*
+ * Under the lock with no live member: start a new cluster. Member files
+ * that nobody holds are left by processes that died before their JOIN.
+ */
+static int reset_log(void)
+{
+	char path[4200];
+	struct dirent *de;
+	DIR *d;
+
+	if (ftruncate(log_fd, 0) < 0)
+		return -errno;
+	memset(&tail, 0, sizeof(tail));
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		uint64_t id;
+
+		if (sscanf(de->d_name, "m.%16" SCNx64, &id) != 1 || id == self_id ||
+		    !member_is_dead(id))
+			continue;
+		member_path(path, sizeof(path), id);
+		unlink(path);
+	}
+	closedir(d);
+	return 0;
+}
+
+/* under the lock: create and lock DIR/m.<id>, append JOIN. 0 or -errno */
+static int join_locked(const struct sd_node *myself)
+{
+	char path[4200];
+	int ret;
+
+	self_id = ((uint64_t)getpid() << 32) ^ (sd_now_ns() & 0xffffffffU);
+	member_path(path, sizeof(path), self_id);
+	self_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (self_fd < 0)
+		return -errno;
+	if (flock(self_fd, LOCK_EX | LOCK_NB) < 0)
+		return -errno;
+	memset(&tail, 0, sizeof(tail));
+	ret = scan_tail();
+	if (!ret)
+		ret = reap_dead();
+	if (!ret && tail.nr == 0)
+		ret = reset_log();
+	if (ret)
+		return ret;
+	if (tail.nr >= SD_MAX_NODES)
+		return -ENOSPC;
+	ret = append(LOCAL_JOIN, self_id, myself, NULL, 0);
+	if (ret)
+		return ret;
+	delivered = tail;
 	return 0;
 }
 
 static int local_join(const struct sd_node *myself)
 {
-	self = *myself;
+	struct sd_node nodes[SD_MAX_NODES];
+	char path[4200];
+	int ret;
+
+	if (log_fd < 0 || joined)
+		return -EINVAL;
+	ret = lock_log();
+	if (ret)
+		return ret;
+	ret = join_locked(myself);
+	unlock_log();
+	if (!ret)
+		ret = ev_add(ino_fd, EPOLLIN, local_inotify, NULL);
+	if (!ret)
+		ret = ev_add(tick_fd, EPOLLIN, local_tick, NULL);
+	if (ret) {
+		ev_del(ino_fd);
+		member_path(path, sizeof(path), self_id);
+		unlink(path);
+		if (self_fd >= 0)
+			close(self_fd);
+		self_fd = -1;
+		return ret;
+	}
 	joined = true;
-	sd_join_handler(&self, &self, 1);
+	sd_info("joined as member %016" PRIx64 ", %d members", self_id, delivered.nr);
+	view_nodes(&delivered, nodes);
+	sd_join_handler(myself, nodes, delivered.nr);
 	return 0;
 }
 
 static int local_leave(void)
 {
+	char path[4200];
+	int ret;
+
+	if (self_fd < 0)
+		return 0;
 	joined = false;
-	return 0;
+	ev_del(ino_fd);
+	ev_del(tick_fd);
+	ret = lock_log();
+	if (ret)
+		return ret;
+	ret = scan_tail();
+	if (!ret && view_find(&tail, self_id) >= 0)
+		ret = append(LOCAL_LEAVE, self_id, NULL, NULL, 0);
+	member_path(path, sizeof(path), self_id);
+	unlink(path);
+	unlock_log();
+	close(self_fd);
+	self_fd = -1;
+	return ret;
 }
 
 static int local_notify(const void *msg, size_t len)
 {
+	int ret;
+
 	if (!joined)
 		return -ENOTCONN;
-	sd_notify_handler(&self, msg, len);
-	return 0;
+	if (len > CDRV_MAX_MSG_LEN)
+		return -EMSGSIZE;
+	ret = lock_log();
+	if (ret)
+		return ret;
+	ret = scan_tail();
+	if (!ret)
+		ret = append(LOCAL_NOTIFY, self_id, NULL, msg, len);
+	unlock_log();
+	return ret;
 }
 
 static const struct cluster_driver cdrv_local = {
