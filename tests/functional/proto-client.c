@@ -1,0 +1,981 @@
+/*
+ * proto-client: replays what QEMU's sheepdog driver sends (PROTOCOL.md
+ * sections 9 and 10) and checks each reply field QEMU reads.
+ *
+ *   proto-client -p PORT SCENARIO
+ *
+ * Scenarios: qemu, bad-opcode, bad-length, short-body, bad-range, bad-name,
+ * garbage, unformatted. Exit status 0 when every check passed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "proto-client.h"
+#include "util.h"
+
+int pc_port = SD_LISTEN_PORT;
+int nr_fail;
+
+void pc_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  FAIL: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	nr_fail++;
+}
+
+static const char *const res_names[] = {
+	[SD_RES_SUCCESS] = "SUCCESS",
+	[SD_RES_UNKNOWN] = "UNKNOWN",
+	[SD_RES_NO_OBJ] = "NO_OBJ",
+	[SD_RES_EIO] = "EIO",
+	[SD_RES_VDI_EXIST] = "VDI_EXIST",
+	[SD_RES_INVALID_PARMS] = "INVALID_PARMS",
+	[SD_RES_SYSTEM_ERROR] = "SYSTEM_ERROR",
+	[SD_RES_VDI_LOCKED] = "VDI_LOCKED",
+	[SD_RES_NO_VDI] = "NO_VDI",
+	[SD_RES_NO_BASE_VDI] = "NO_BASE_VDI",
+	[SD_RES_VDI_READ] = "VDI_READ",
+	[SD_RES_VDI_WRITE] = "VDI_WRITE",
+	[SD_RES_BASE_VDI_READ] = "BASE_VDI_READ",
+	[SD_RES_BASE_VDI_WRITE] = "BASE_VDI_WRITE",
+	[SD_RES_NO_TAG] = "NO_TAG",
+	[SD_RES_STARTUP] = "STARTUP",
+	[SD_RES_VDI_NOT_LOCKED] = "VDI_NOT_LOCKED",
+	[SD_RES_SHUTDOWN] = "SHUTDOWN",
+	[SD_RES_NO_MEM] = "NO_MEM",
+	[SD_RES_FULL_VDI] = "FULL_VDI",
+	[SD_RES_VER_MISMATCH] = "VER_MISMATCH",
+	[SD_RES_NO_SPACE] = "NO_SPACE",
+	[SD_RES_WAIT_FOR_FORMAT] = "WAIT_FOR_FORMAT",
+	[SD_RES_WAIT_FOR_JOIN] = "WAIT_FOR_JOIN",
+	[SD_RES_JOIN_FAILED] = "JOIN_FAILED",
+	[SD_RES_HALT] = "HALT",
+	[SD_RES_READONLY] = "READONLY",
+	[SD_RES_NO_SUPPORT] = "NO_SUPPORT",
+	[SD_RES_NOT_FORMATTED] = "NOT_FORMATTED",
+	[SD_RES_ALREADY_FORMATTED] = "ALREADY_FORMATTED",
+	[SD_RES_INVALID_VERSION] = "INVALID_VERSION",
+};
+
+const char *res_name(uint32_t result)
+{
+	static char buf[16];
+
+	if (result < ARRAY_SIZE(res_names) && res_names[result])
+		return res_names[result];
+	snprintf(buf, sizeof(buf), "0x%x", result);
+	return buf;
+}
+
+int pc_connect(int timeout_ms)
+{
+	int fd = sd_connect("127.0.0.1", pc_port, 3000);
+
+	if (fd < 0) {
+		fail("cannot connect: %s", strerror(-fd));
+		return -1;
+	}
+	sd_set_timeout(fd, timeout_ms);
+	return fd;
+}
+
+int send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int send_req(int fd, const struct sd_req *hdr, const void *data, uint32_t wlen)
+{
+	int ret = send_all(fd, hdr, sizeof(*hdr));
+
+	if (ret == 0 && wlen)
+		ret = send_all(fd, data, wlen);
+	return ret;
+}
+
+int recv_rsp(int fd, struct sd_rsp *rsp, void *buf, uint32_t cap)
+{
+	int ret = sd_read_full(fd, rsp, sizeof(*rsp));
+	uint32_t len, extra;
+	char sink[4096];
+
+	if (ret)
+		return ret;
+	if (rsp->result != SD_RES_SUCCESS && rsp->data_length)
+		fail("error reply %s carries %u payload bytes", res_name(rsp->result),
+		     rsp->data_length);
+	len = min_t(uint32_t, rsp->data_length, cap);
+	if (len && (ret = sd_read_full(fd, buf, len)))
+		return ret;
+	for (extra = rsp->data_length - len; extra;) {
+		uint32_t n = min_t(uint32_t, extra, sizeof(sink));
+
+		if ((ret = sd_read_full(fd, sink, n)))
+			return ret;
+		extra -= n;
+	}
+	return 0;
+}
+
+int exec_req(int fd, const struct sd_req *hdr, const void *wdata, uint32_t wlen, void *rbuf,
+	     uint32_t rcap, struct sd_rsp *rsp)
+{
+	int ret = send_req(fd, hdr, wdata, wlen);
+
+	if (ret == 0)
+		ret = recv_rsp(fd, rsp, rbuf, rcap);
+	if (ret == 0 && rsp->id != hdr->id)
+		fail("reply id %u to a request with id %u", rsp->id, hdr->id);
+	return ret;
+}
+
+int exec_ctl(const struct sd_req *hdr, const void *wdata, uint32_t wlen, void *rbuf,
+	     uint32_t rcap, struct sd_rsp *rsp)
+{
+	int fd = pc_connect(30000), ret;
+
+	if (fd < 0)
+		return -ECONNREFUSED;
+	ret = exec_req(fd, hdr, wdata, wlen, rbuf, rcap, rsp);
+	close(fd);
+	return ret;
+}
+
+void vdi_hdr(struct sd_req *h, uint8_t opcode, uint32_t data_length)
+{
+	memset(h, 0, sizeof(*h));
+	/* QEMU sets the version only for these three (PROTOCOL.md 3.1) */
+	if (opcode == SD_OP_LOCK_VDI || opcode == SD_OP_GET_VDI_INFO ||
+	    opcode == SD_OP_GET_CLUSTER_DEFAULT)
+		h->proto_ver = SD_PROTO_VER;
+	h->opcode = opcode;
+	h->flags = data_length ? SD_FLAG_CMD_WRITE : 0;
+	h->data_length = data_length;
+}
+
+void obj_hdr(struct sd_req *h, uint8_t opcode, uint16_t flags, uint64_t oid, uint64_t offset,
+	     uint32_t len, uint8_t copies, uint32_t id)
+{
+	memset(h, 0, sizeof(*h));
+	h->opcode = opcode;
+	h->flags = flags;
+	h->id = id;
+	h->data_length = len;
+	h->obj.oid = oid;
+	h->obj.copies = copies;
+	h->obj.offset = offset;
+}
+
+static void transport_fail(const char *what, int ret)
+{
+	fail("%s: %s", what, ret == -EAGAIN ? "no reply (timeout)" :
+			       ret == -ECONNRESET ? "connection closed" : strerror(-ret));
+}
+
+int ctl_new_vdi(const char *name, uint64_t size, uint32_t base, uint32_t snapshot,
+		uint8_t copies, uint32_t *vid)
+{
+	char buf[SD_MAX_VDI_LEN] = { 0 };
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	strncpy(buf, name, sizeof(buf) - 1);
+	vdi_hdr(&h, SD_OP_NEW_VDI, SD_MAX_VDI_LEN);
+	h.vdi.vdi_size = size;
+	h.vdi.base_vdi_id = base;
+	h.vdi.copies = copies;
+	h.vdi.block_size_shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	h.vdi.snapid = snapshot;
+	ret = exec_ctl(&h, buf, sizeof(buf), NULL, 0, &rsp);
+	if (ret) {
+		transport_fail("NEW_VDI", ret);
+		return -1;
+	}
+	check(rsp.data_length == 0, "NEW_VDI reply has %u payload bytes", rsp.data_length);
+	*vid = rsp.vdi.vdi_id;
+	return (int)rsp.result;
+}
+
+int ctl_lookup(uint8_t opcode, const char *name, const char *tag, uint32_t snapid,
+	       uint32_t *vid)
+{
+	char buf[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN] = { 0 };
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	strncpy(buf, name, SD_MAX_VDI_LEN - 1);
+	if (tag)
+		strncpy(buf + SD_MAX_VDI_LEN, tag, SD_MAX_VDI_TAG_LEN - 1);
+	vdi_hdr(&h, opcode, sizeof(buf));
+	h.vdi.snapid = snapid;
+	h.vdi.type = SD_LOCK_TYPE_NORMAL;
+	ret = exec_ctl(&h, buf, sizeof(buf), NULL, 0, &rsp);
+	if (ret) {
+		transport_fail(opcode == SD_OP_LOCK_VDI ? "LOCK_VDI" : "GET_VDI_INFO", ret);
+		return -1;
+	}
+	check(rsp.data_length == 0, "lookup reply has %u payload bytes", rsp.data_length);
+	*vid = rsp.vdi.vdi_id;
+	return (int)rsp.result;
+}
+
+int ctl_release(const char *name, uint32_t vid)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	/* strlen + 1 bytes, not padded (PROTOCOL.md 9.8) */
+	vdi_hdr(&h, SD_OP_RELEASE_VDI, (uint32_t)strlen(name) + 1);
+	h.vdi.base_vdi_id = vid;
+	ret = exec_ctl(&h, name, (uint32_t)strlen(name) + 1, NULL, 0, &rsp);
+	if (ret) {
+		transport_fail("RELEASE_VDI", ret);
+		return -1;
+	}
+	return (int)rsp.result;
+}
+
+int ctl_del(const char *name, const char *tag, uint32_t snapid, uint32_t base)
+{
+	char buf[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN] = { 0 };
+	uint32_t len = tag ? sizeof(buf) : SD_MAX_VDI_LEN;
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	strncpy(buf, name, SD_MAX_VDI_LEN - 1);
+	if (tag)
+		strncpy(buf + SD_MAX_VDI_LEN, tag, SD_MAX_VDI_TAG_LEN - 1);
+	vdi_hdr(&h, SD_OP_DEL_VDI, len);
+	h.vdi.snapid = snapid;
+	h.vdi.base_vdi_id = base;
+	ret = exec_ctl(&h, buf, len, NULL, 0, &rsp);
+	if (ret) {
+		transport_fail("DEL_VDI", ret);
+		return -1;
+	}
+	return (int)rsp.result;
+}
+
+int ctl_read_vdis(uint8_t *bitmap)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	memset(&h, 0, sizeof(h));
+	h.opcode = SD_OP_READ_VDIS;
+	h.data_length = SD_VDI_BITMAP_SIZE;
+	memset(bitmap, 0, SD_VDI_BITMAP_SIZE);
+	ret = exec_ctl(&h, NULL, 0, bitmap, SD_VDI_BITMAP_SIZE, &rsp);
+	if (ret) {
+		transport_fail("READ_VDIS", ret);
+		return -1;
+	}
+	if (rsp.result == SD_RES_SUCCESS)
+		check(rsp.data_length == SD_VDI_BITMAP_SIZE, "READ_VDIS returned %u bytes",
+		      rsp.data_length);
+	return (int)rsp.result;
+}
+
+int ctl_cluster_default(uint8_t *shift)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	vdi_hdr(&h, SD_OP_GET_CLUSTER_DEFAULT, 0);
+	ret = exec_ctl(&h, NULL, 0, NULL, 0, &rsp);
+	if (ret) {
+		transport_fail("GET_CLUSTER_DEFAULT", ret);
+		return -1;
+	}
+	check(rsp.data_length == 0, "GET_CLUSTER_DEFAULT reply has %u payload bytes",
+	      rsp.data_length);
+	*shift = rsp.cluster.block_size_shift;
+	return (int)rsp.result;
+}
+
+void fill_pattern(void *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+	unsigned char *p = buf;
+
+	for (size_t i = 0; i < len; i++) {
+		if ((i & 7) == 0) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		p[i] = (unsigned char)(x >> ((i & 7) * 8));
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* the qemu scenario                                                   */
+
+#define VDI_NAME "test"
+#define VDI_SIZE (UINT64_C(1) << 30)
+#define SNAP_TAG "snap1"
+
+struct image {
+	struct sd_inode *inode;
+	uint32_t vid;
+	int io_fd;
+	uint32_t next_id;
+	uint8_t copies;
+};
+
+static int expect(const char *what, int result, int want)
+{
+	if (result < 0)
+		return result;
+	step("%s: result %s", what, res_name((uint32_t)result));
+	if (result != want)
+		fail("%s: expected %s", what, res_name((uint32_t)want));
+	return result;
+}
+
+/* READ_OBJ on a ctl connection (fd < 0: a new one); result or -1 */
+static int read_obj(int fd, uint64_t oid, uint64_t off, uint32_t len, void *buf,
+		    uint8_t copies, uint16_t cf)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	obj_hdr(&h, SD_OP_READ_OBJ, cf, oid, off, len, copies, 0);
+	ret = fd < 0 ? exec_ctl(&h, NULL, 0, buf, len, &rsp)
+		     : exec_req(fd, &h, NULL, 0, buf, len, &rsp);
+	if (ret) {
+		transport_fail("READ_OBJ", ret);
+		return -1;
+	}
+	if (rsp.result == SD_RES_SUCCESS)
+		check(rsp.data_length == len, "READ_OBJ %016llx returned %u bytes, wanted %u",
+		      (unsigned long long)oid, rsp.data_length, len);
+	return (int)rsp.result;
+}
+
+static int write_obj(int fd, uint8_t op, uint16_t flags, uint64_t oid, uint64_t cow,
+		     uint64_t off, uint32_t len, const void *buf, uint8_t copies)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	obj_hdr(&h, op, flags, oid, off, len, copies, 0);
+	h.obj.cow_oid = cow;
+	ret = fd < 0 ? exec_ctl(&h, buf, len, NULL, 0, &rsp)
+		     : exec_req(fd, &h, buf, len, NULL, 0, &rsp);
+	if (ret) {
+		transport_fail("write", ret);
+		return -1;
+	}
+	check(rsp.data_length == 0, "write reply has %u payload bytes", rsp.data_length);
+	return (int)rsp.result;
+}
+
+static void check_header(const struct sd_inode *ino, const char *what, uint32_t vid,
+			 uint32_t snap_id, uint32_t parent)
+{
+	check(!strcmp(ino->name, VDI_NAME), "%s: name '%.32s'", what, ino->name);
+	check(ino->vdi_size == VDI_SIZE, "%s: vdi_size %llu", what,
+	      (unsigned long long)ino->vdi_size);
+	check(ino->nr_copies >= 1, "%s: nr_copies 0", what);
+	check(ino->block_size_shift == SD_DEFAULT_BLOCK_SIZE_SHIFT, "%s: block_size_shift %u",
+	      what, ino->block_size_shift);
+	check(ino->vdi_id == vid, "%s: vdi_id %x, expected %x", what, ino->vdi_id, vid);
+	check(ino->snap_id == snap_id, "%s: snap_id %u, expected %u", what, ino->snap_id,
+	      snap_id);
+	check(ino->parent_vdi_id == parent, "%s: parent_vdi_id %x, expected %x", what,
+	      ino->parent_vdi_id, parent);
+}
+
+static bool create_vdi(uint32_t *out_vid)
+{
+	uint8_t shift = 0, *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	uint32_t vid = 0, want;
+	int ret;
+
+	ret = ctl_cluster_default(&shift);
+	if (ret >= 0) {
+		step("GET_CLUSTER_DEFAULT: result %s, block_size_shift %u", res_name(ret), shift);
+		check(ret == SD_RES_SUCCESS && shift == SD_DEFAULT_BLOCK_SIZE_SHIFT,
+		      "expected SUCCESS and shift 22");
+	}
+	ctl_read_vdis(bitmap);
+	want = sd_vid_find_free(bitmap, VDI_NAME);
+	ret = ctl_new_vdi(VDI_NAME, VDI_SIZE, 0, 0, 0, &vid);
+	if (expect("NEW_VDI " VDI_NAME " 1G", ret, SD_RES_SUCCESS) != SD_RES_SUCCESS) {
+		free(bitmap);
+		return false;
+	}
+	step("NEW_VDI vid %06x (first free on the FNV-1a probe: %s)", vid,
+	     vid == want ? "yes" : "no");
+	check(vid == want, "vid %x, expected %x", vid, want);
+	ctl_read_vdis(bitmap);
+	check(sd_vid_test(bitmap, vid), "READ_VDIS: bit of vid %x not set", vid);
+	free(bitmap);
+	*out_vid = vid;
+	return true;
+}
+
+/* open as in 9.2: idle I/O connection first, LOCK_VDI, whole inode read */
+static bool open_image(struct image *img, const char *tag, uint32_t snapid)
+{
+	uint32_t vid = 0;
+	int ret;
+
+	img->io_fd = pc_connect(30000);
+	if (img->io_fd < 0)
+		return false;
+	ret = ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, tag, snapid, &vid);
+	if (expect("LOCK_VDI " VDI_NAME, ret, SD_RES_SUCCESS) != SD_RES_SUCCESS)
+		return false;
+	check(vid == img->vid, "LOCK_VDI vid %x, expected %x", vid, img->vid);
+	ret = read_obj(-1, vid_to_vdi_oid(vid), 0, SD_INODE_SIZE, img->inode, 0,
+		       SD_FLAG_CMD_CACHE);
+	if (expect("READ_OBJ inode (4198968 bytes)", ret, SD_RES_SUCCESS) != SD_RES_SUCCESS)
+		return false;
+	check_header(img->inode, "inode", img->vid, 1, 0);
+	check(img->inode->snap_ctime == 0, "inode: snap_ctime set on a new VDI");
+	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+		if (img->inode->data_vdi_id[i]) {
+			fail("inode: data_vdi_id[%u] = %x in a new VDI", i,
+			     img->inode->data_vdi_id[i]);
+			break;
+		}
+	step("inode: name, vdi_size, nr_copies, block_size_shift, vdi_id, snap_id 1, "
+	     "snap_ctime 0 checked");
+	img->copies = img->inode->nr_copies;
+	return true;
+}
+
+struct io {
+	uint8_t op;
+	uint16_t flags;
+	uint64_t oid, cow, off;
+	uint32_t len;
+	void *buf;
+	uint32_t id;
+	int result;
+	bool done;
+};
+
+/*
+ * Send every request before reading any reply, then match the replies by
+ * id in whatever order they come (PROTOCOL.md section 2).
+ */
+static bool pipeline(struct image *img, struct io *io, int nr)
+{
+	for (int i = 0; i < nr; i++) {
+		struct sd_req h;
+		bool wr = io[i].flags & SD_FLAG_CMD_WRITE;
+
+		io[i].id = img->next_id++;
+		io[i].done = false;
+		obj_hdr(&h, io[i].op, io[i].flags, io[i].oid, io[i].off, io[i].len,
+			img->copies, io[i].id);
+		h.obj.cow_oid = io[i].cow;
+		if (send_req(img->io_fd, &h, io[i].buf, wr ? io[i].len : 0)) {
+			fail("send on the I/O connection failed");
+			return false;
+		}
+	}
+	for (int n = 0; n < nr; n++) {
+		struct sd_rsp rsp;
+		struct io *r = NULL;
+		int ret = sd_read_full(img->io_fd, &rsp, sizeof(rsp));
+
+		if (ret) {
+			transport_fail("I/O reply", ret);
+			return false;
+		}
+		for (int i = 0; i < nr; i++)
+			if (io[i].id == rsp.id && !io[i].done)
+				r = &io[i];
+		if (!r) {
+			fail("reply with unknown id %u on the I/O connection", rsp.id);
+			return false;
+		}
+		r->done = true;
+		r->result = (int)rsp.result;
+		if (r->op == SD_OP_READ_OBJ && rsp.result == SD_RES_SUCCESS) {
+			check(rsp.data_length == r->len, "READ_OBJ id %u: %u bytes, wanted %u",
+			      r->id, rsp.data_length, r->len);
+			if (rsp.data_length > r->len)
+				return false;
+			if (sd_read_full(img->io_fd, r->buf, rsp.data_length)) {
+				fail("short READ_OBJ payload");
+				return false;
+			}
+		} else if (rsp.data_length) {
+			fail("reply id %u (%s) has %u payload bytes", rsp.id,
+			     res_name(rsp.result), rsp.data_length);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool io_one(struct image *img, uint8_t op, uint16_t flags, uint64_t oid, uint64_t cow,
+		   uint64_t off, uint32_t len, void *buf, int *result)
+{
+	struct io io = { .op = op, .flags = flags, .oid = oid, .cow = cow, .off = off,
+			 .len = len, .buf = buf };
+
+	if (!pipeline(img, &io, 1))
+		return false;
+	*result = io.result;
+	return true;
+}
+
+static bool same(const void *a, const void *b, size_t len, const char *what)
+{
+	return check(!memcmp(a, b, len), "%s: data differs", what);
+}
+
+#define CF SD_FLAG_CMD_CACHE
+#define WF (SD_FLAG_CMD_WRITE | SD_FLAG_CMD_CACHE)
+
+/* 9.4: three creates pipelined, the inode map update, FLUSH_VDI */
+static bool write_image(struct image *img, char *data)
+{
+	static const uint32_t lens[3] = { 4 * MiB, 4 * MiB, 2 * MiB };
+	struct io io[3];
+	int result;
+
+	for (int i = 0; i < 3; i++)
+		io[i] = (struct io){ .op = SD_OP_CREATE_AND_WRITE_OBJ, .flags = WF,
+				     .oid = vid_to_data_oid(img->vid, i), .len = lens[i],
+				     .buf = data + (size_t)i * OBJ_SIZE };
+	if (!pipeline(img, io, 3))
+		return false;
+	for (int i = 0; i < 3; i++)
+		expect(i == 0 ? "CREATE_AND_WRITE_OBJ idx 0 (id 0, 4 MiB)" :
+		       i == 1 ? "CREATE_AND_WRITE_OBJ idx 1 (id 1, 4 MiB)" :
+				"CREATE_AND_WRITE_OBJ idx 2 (id 2, 2 MiB)",
+		       io[i].result, SD_RES_SUCCESS);
+	for (int i = 0; i < 3; i++)
+		img->inode->data_vdi_id[i] = img->vid;
+	if (!io_one(img, SD_OP_WRITE_OBJ, WF, vid_to_vdi_oid(img->vid), 0,
+		    SD_INODE_HEADER_SIZE, 12, img->inode->data_vdi_id, &result))
+		return false;
+	expect("WRITE_OBJ inode map at 4664, 12 bytes (id 3)", result, SD_RES_SUCCESS);
+	if (!io_one(img, SD_OP_FLUSH_VDI, CF, vid_to_vdi_oid(img->vid), 0, 0, 0, NULL, &result))
+		return false;
+	expect("FLUSH_VDI (id 4)", result, SD_RES_SUCCESS);
+	return true;
+}
+
+static bool read_back(struct image *img, const char *data)
+{
+	static char rbuf[3][4 * MiB], part[8192], zero[4096];
+	struct io io[5];
+
+	io[0] = (struct io){ .op = SD_OP_READ_OBJ, .flags = CF,
+			     .oid = vid_to_data_oid(img->vid, 0), .len = 4 * MiB, .buf = rbuf[0] };
+	io[1] = io[0];
+	io[1].oid = vid_to_data_oid(img->vid, 1);
+	io[1].buf = rbuf[1];
+	io[2] = io[0];
+	io[2].oid = vid_to_data_oid(img->vid, 2);
+	io[2].len = 2 * MiB;
+	io[2].buf = rbuf[2];
+	/* an unaligned range, and the unwritten tail of object 2 */
+	io[3] = io[0];
+	io[3].oid = vid_to_data_oid(img->vid, 1);
+	io[3].off = 512 + 3;
+	io[3].len = 8192;
+	io[3].buf = part;
+	io[4] = io[0];
+	io[4].oid = vid_to_data_oid(img->vid, 2);
+	io[4].off = 2 * MiB;
+	io[4].len = 4096;
+	io[4].buf = rbuf[2] + 2 * MiB;
+	if (!pipeline(img, io, 5))
+		return false;
+	for (int i = 0; i < 5; i++)
+		check(io[i].result == SD_RES_SUCCESS, "READ_OBJ id %u: %s", io[i].id,
+		      res_name(io[i].result));
+	bool ok = same(rbuf[0], data, 4 * MiB, "object 0") &
+		  same(rbuf[1], data + OBJ_SIZE, 4 * MiB, "object 1") &
+		  same(rbuf[2], data + 2 * OBJ_SIZE, 2 * MiB, "object 2") &
+		  same(part, data + OBJ_SIZE + 515, 8192, "object 1 at 515") &
+		  same(rbuf[2] + 2 * MiB, zero, 4096, "unwritten tail of object 2");
+	step("READ_OBJ x5 pipelined (ids 5-9): %s", ok ? "data ok" : "data differs");
+	return ok;
+}
+
+/* 9.9: header write with the tag, NEW_VDI snapid=1, read of the new header */
+static bool snapshot(struct image *img, uint32_t *snap_vid)
+{
+	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	struct sd_inode *hdr = calloc(1, SD_INODE_SIZE);
+	uint32_t new_vid = 0, want;
+	int fd, ret;
+	bool ok = false;
+
+	ctl_read_vdis(bitmap);
+	want = sd_vid_find_free(bitmap, VDI_NAME);
+	strcpy(img->inode->tag, SNAP_TAG);
+	img->inode->vm_clock_nsec = 123456789;
+	fd = pc_connect(30000);
+	if (fd < 0)
+		goto out;
+	ret = write_obj(fd, SD_OP_WRITE_OBJ, WF, vid_to_vdi_oid(img->vid), 0, 0,
+			SD_INODE_HEADER_SIZE, img->inode, img->copies);
+	expect("WRITE_OBJ inode header with tag '" SNAP_TAG "' (4664 bytes)", ret,
+	       SD_RES_SUCCESS);
+	ret = ctl_new_vdi(VDI_NAME, VDI_SIZE, img->vid, 1, img->copies, &new_vid);
+	if (expect("NEW_VDI snapid=1 base=vid", ret, SD_RES_SUCCESS) != SD_RES_SUCCESS)
+		goto out_close;
+	step("NEW_VDI snapshot: new working vid %06x (next free on the probe: %s)", new_vid,
+	     new_vid == want ? "yes" : "no");
+	check(new_vid == want && new_vid != img->vid, "new vid %x, expected %x", new_vid, want);
+	/* the same ctl connection as the header write */
+	ret = read_obj(fd, vid_to_vdi_oid(new_vid), 0, SD_INODE_HEADER_SIZE, hdr, 0, CF);
+	expect("READ_OBJ new inode header (4664 bytes)", ret, SD_RES_SUCCESS);
+	check_header(hdr, "new working inode", new_vid, 2, img->vid);
+	check(hdr->snap_ctime == 0, "new working inode: snap_ctime set");
+	/* QEMU keeps its map; check that the daemon copied it too */
+	ret = read_obj(fd, vid_to_vdi_oid(new_vid), 0, SD_INODE_SIZE, hdr, 0, CF);
+	check(ret == SD_RES_SUCCESS, "READ_OBJ whole new inode: %s", res_name(ret));
+	check(hdr->data_vdi_id[0] == img->vid && hdr->data_vdi_id[1] == img->vid &&
+		      hdr->data_vdi_id[2] == img->vid && hdr->data_vdi_id[3] == 0,
+	      "new inode map: %x %x %x %x", hdr->data_vdi_id[0], hdr->data_vdi_id[1],
+	      hdr->data_vdi_id[2], hdr->data_vdi_id[3]);
+	step("new working inode: snap_id 2, parent = old vid, data map copied: checked");
+	*snap_vid = img->vid;
+	img->vid = new_vid;
+	memcpy(img->inode, hdr, SD_INODE_HEADER_SIZE);
+	ok = true;
+out_close:
+	close(fd);
+out:
+	free(hdr);
+	free(bitmap);
+	return ok;
+}
+
+/* 9.4 after a snapshot: COW create of a partial range, then read around it */
+static bool cow_write(struct image *img, uint32_t snap_vid, char *data)
+{
+	static char patch[4096], obj[4 * MiB], expect_obj[4 * MiB];
+	int result;
+
+	fill_pattern(patch, sizeof(patch), 99);
+	if (!io_one(img, SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW,
+		    vid_to_data_oid(img->vid, 1), vid_to_data_oid(snap_vid, 1), MiB,
+		    sizeof(patch), patch, &result))
+		return false;
+	expect("CREATE_AND_WRITE_OBJ COW flags 0x07 idx 1, 4096 bytes at 1 MiB", result,
+	       SD_RES_SUCCESS);
+	img->inode->data_vdi_id[1] = img->vid;
+	if (!io_one(img, SD_OP_WRITE_OBJ, WF, vid_to_vdi_oid(img->vid), 0,
+		    SD_INODE_HEADER_SIZE + 4, 4, &img->inode->data_vdi_id[1], &result))
+		return false;
+	expect("WRITE_OBJ inode map entry 1", result, SD_RES_SUCCESS);
+
+	memcpy(expect_obj, data + OBJ_SIZE, 4 * MiB);
+	memcpy(expect_obj + MiB, patch, sizeof(patch));
+	if (!io_one(img, SD_OP_READ_OBJ, CF, vid_to_data_oid(img->vid, 1), 0, 0, 4 * MiB, obj,
+		    &result))
+		return false;
+	check(result == SD_RES_SUCCESS, "READ_OBJ COW object: %s", res_name(result));
+	step("COW object: %s", same(obj, expect_obj, 4 * MiB, "COW object")
+				       ? "old data around the new range"
+				       : "wrong data");
+	if (!io_one(img, SD_OP_READ_OBJ, CF, vid_to_data_oid(snap_vid, 1), 0, 0, 4 * MiB, obj,
+		    &result))
+		return false;
+	check(result == SD_RES_SUCCESS, "READ_OBJ snapshot object: %s", res_name(result));
+	step("snapshot object: %s", same(obj, data + OBJ_SIZE, 4 * MiB, "snapshot object")
+					    ? "old data"
+					    : "wrong data");
+	/* objects of a snapshot are read-only (RES_READONLY, PROTOCOL.md 6) */
+	if (!io_one(img, SD_OP_WRITE_OBJ, WF, vid_to_data_oid(snap_vid, 0), 0, 0,
+		    sizeof(patch), patch, &result))
+		return false;
+	expect("WRITE_OBJ to a snapshot's object", result, SD_RES_READONLY);
+	if (!io_one(img, SD_OP_READ_OBJ, CF, vid_to_data_oid(snap_vid, 0), 0, 0, 4 * MiB, obj,
+		    &result))
+		return false;
+	step("snapshot object 0 after that write: %s",
+	     same(obj, data, 4 * MiB, "snapshot object 0") ? "unchanged" : "changed");
+	return true;
+}
+
+/* 9.10: READ_VDIS, then inode headers along the probe chain */
+static void list_snapshots(uint32_t snap_vid, uint32_t work_vid)
+{
+	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	struct sd_inode *hdr = calloc(1, sizeof(*hdr));
+	int fd, nr = 0, found = 0;
+
+	if (ctl_read_vdis(bitmap) != SD_RES_SUCCESS)
+		goto out;
+	check(sd_vid_test(bitmap, snap_vid) && sd_vid_test(bitmap, work_vid),
+	      "READ_VDIS: bits of the snapshot and the working VDI not both set");
+	fd = pc_connect(30000);
+	if (fd < 0)
+		goto out;
+	for (uint32_t vid = sd_name_to_vid(VDI_NAME); sd_vid_test(bitmap, vid);
+	     vid = (vid + 1) & (SD_NR_VDIS - 1)) {
+		int ret = read_obj(fd, vid_to_vdi_oid(vid), 0, SD_INODE_HEADER_SIZE, hdr, 0, CF);
+
+		nr++;
+		if (ret != SD_RES_SUCCESS || strcmp(hdr->name, VDI_NAME) || !hdr->snap_ctime)
+			continue;
+		found++;
+		step("snapshot list: id %u tag '%s' (snap_ctime set, vm_clock_nsec %llu)",
+		     hdr->snap_id, hdr->tag, (unsigned long long)hdr->vm_clock_nsec);
+		check(vid == snap_vid && hdr->snap_id == 1 && !strcmp(hdr->tag, SNAP_TAG),
+		      "unexpected snapshot at vid %x", vid);
+		if (nr > 1024)
+			break;
+	}
+	close(fd);
+	step("snapshot list: %d inode(s) on the probe chain, %d snapshot(s)", nr, found);
+	check(found == 1, "expected one snapshot");
+out:
+	free(hdr);
+	free(bitmap);
+}
+
+static void close_image(struct image *img)
+{
+	int result, ret;
+
+	if (io_one(img, SD_OP_FLUSH_VDI, CF, vid_to_vdi_oid(img->vid), 0, 0, 0, NULL, &result))
+		expect("FLUSH_VDI", result, SD_RES_SUCCESS);
+	ret = ctl_release(VDI_NAME, img->vid);
+	if (ret >= 0) {
+		/* QEMU accepts both */
+		step("RELEASE_VDI at close: %s", ret == SD_RES_SUCCESS || ret ==
+			SD_RES_VDI_NOT_LOCKED ? "accepted" : res_name(ret));
+		check(ret == SD_RES_SUCCESS || ret == SD_RES_VDI_NOT_LOCKED, "RELEASE_VDI: %s",
+		      res_name(ret));
+	}
+	close(img->io_fd);
+	img->io_fd = -1;
+}
+
+static void locks(uint32_t snap_vid, uint32_t work_vid)
+{
+	uint32_t vid = 0;
+	int ret;
+
+	ret = ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, SNAP_TAG, 0, &vid);
+	expect("LOCK_VDI by tag '" SNAP_TAG "'", ret, SD_RES_SUCCESS);
+	check(ret != SD_RES_SUCCESS || vid == snap_vid, "vid %x, expected the snapshot %x", vid,
+	      snap_vid);
+	expect("RELEASE_VDI snapshot", ctl_release(VDI_NAME, snap_vid), SD_RES_SUCCESS);
+	ret = ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, NULL, 1, &vid);
+	expect("LOCK_VDI by snapid 1", ret, SD_RES_SUCCESS);
+	check(ret != SD_RES_SUCCESS || vid == snap_vid, "vid %x, expected the snapshot %x", vid,
+	      snap_vid);
+	expect("RELEASE_VDI snapshot", ctl_release(VDI_NAME, snap_vid), SD_RES_SUCCESS);
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, SNAP_TAG, 0, &vid);
+	expect("GET_VDI_INFO by tag", ret, SD_RES_SUCCESS);
+	check(ret != SD_RES_SUCCESS || vid == snap_vid, "vid %x, expected %x", vid, snap_vid);
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, NULL, 0, &vid);
+	expect("GET_VDI_INFO working VDI", ret, SD_RES_SUCCESS);
+	check(ret != SD_RES_SUCCESS || vid == work_vid, "vid %x, expected %x", vid, work_vid);
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, "no-such-tag", 0, &vid);
+	if (ret >= 0) {
+		step("GET_VDI_INFO unknown tag: %s",
+		     ret == SD_RES_NO_TAG || ret == SD_RES_NO_VDI ? "not found" : res_name(ret));
+		check(ret == SD_RES_NO_TAG || ret == SD_RES_NO_VDI, "expected NO_TAG or NO_VDI");
+	}
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, NULL, 77, &vid);
+	expect("GET_VDI_INFO unknown snapid 77", ret, SD_RES_NO_VDI);
+
+	ret = ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, NULL, 0, &vid);
+	expect("LOCK_VDI working VDI", ret, SD_RES_SUCCESS);
+	check(ret != SD_RES_SUCCESS || vid == work_vid, "vid %x, expected %x", vid, work_vid);
+	expect("LOCK_VDI working VDI again", ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, NULL, 0, &vid),
+	       SD_RES_VDI_LOCKED);
+	expect("RELEASE_VDI working VDI", ctl_release(VDI_NAME, work_vid), SD_RES_SUCCESS);
+	expect("LOCK_VDI after release", ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, NULL, 0, &vid),
+	       SD_RES_SUCCESS);
+	expect("RELEASE_VDI working VDI", ctl_release(VDI_NAME, work_vid), SD_RES_SUCCESS);
+	ret = ctl_release(VDI_NAME, work_vid);
+	if (ret >= 0) {
+		step("RELEASE_VDI not locked: %s",
+		     ret == SD_RES_SUCCESS || ret == SD_RES_VDI_NOT_LOCKED ? "accepted"
+									   : res_name(ret));
+		check(ret == SD_RES_SUCCESS || ret == SD_RES_VDI_NOT_LOCKED, "RELEASE_VDI: %s",
+		      res_name(ret));
+	}
+	ret = ctl_lookup(SD_OP_LOCK_VDI, "no-such-vdi", NULL, 0, &vid);
+	expect("LOCK_VDI unknown name", ret, SD_RES_NO_VDI);
+}
+
+static void deletes(uint32_t snap_vid, uint32_t work_vid, const char *data)
+{
+	static char obj[4 * MiB];
+	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	uint32_t vid = 0, want;
+	int ret;
+
+	/* 9.12: LOCK_VDI of the snapshot, then DEL_VDI name + tag */
+	expect("LOCK_VDI snapshot before delete", ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, NULL, 1,
+							     &vid), SD_RES_SUCCESS);
+	expect("DEL_VDI snapshot (512 bytes, snapid 1)", ctl_del(VDI_NAME, SNAP_TAG, 1, 0),
+	       SD_RES_SUCCESS);
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, SNAP_TAG, 0, &vid);
+	if (ret >= 0) {
+		step("GET_VDI_INFO deleted snapshot: %s",
+		     ret == SD_RES_NO_TAG || ret == SD_RES_NO_VDI ? "not found" : res_name(ret));
+		check(ret == SD_RES_NO_TAG || ret == SD_RES_NO_VDI, "expected NO_TAG or NO_VDI");
+	}
+	/* the working VDI still maps objects 0 and 2 to the deleted snapshot */
+	ret = read_obj(-1, vid_to_data_oid(snap_vid, 0), 0, 4 * MiB, obj, 1, CF);
+	expect("READ_OBJ object shared with the deleted snapshot", ret, SD_RES_SUCCESS);
+	if (ret == SD_RES_SUCCESS)
+		step("shared object: %s", same(obj, data, 4 * MiB, "shared object")
+						  ? "data intact"
+						  : "data differs");
+
+	expect("DEL_VDI working VDI (256 bytes)", ctl_del(VDI_NAME, NULL, 0, work_vid),
+	       SD_RES_SUCCESS);
+	expect("GET_VDI_INFO after delete", ctl_lookup(SD_OP_GET_VDI_INFO, VDI_NAME, NULL, 0,
+						       &vid), SD_RES_NO_VDI);
+	expect("DEL_VDI again", ctl_del(VDI_NAME, NULL, 0, work_vid), SD_RES_NO_VDI);
+	if (ctl_read_vdis(bitmap) == SD_RES_SUCCESS)
+		step("READ_VDIS after delete: bits of deleted vids %s",
+		     sd_vid_test(bitmap, snap_vid) && sd_vid_test(bitmap, work_vid)
+			     ? "kept (probe chain intact)"
+			     : "cleared");
+
+	/* the name is free again: a new vid further along the chain */
+	want = sd_vid_find_free(bitmap, VDI_NAME);
+	ret = ctl_new_vdi(VDI_NAME, VDI_SIZE, 0, 0, 0, &vid);
+	expect("NEW_VDI " VDI_NAME " again", ret, SD_RES_SUCCESS);
+	step("NEW_VDI vid %06x (next free on the probe: %s)", vid, vid == want ? "yes" : "no");
+	check(vid == want, "vid %x, expected %x", vid, want);
+	expect("NEW_VDI existing name", ctl_new_vdi(VDI_NAME, VDI_SIZE, 0, 0, 0, &vid),
+	       SD_RES_VDI_EXIST);
+	free(bitmap);
+}
+
+static int scenario_qemu(void)
+{
+	struct image img = { .io_fd = -1 };
+	uint32_t snap_vid = 0, vid = 0;
+	char *data = malloc(3 * OBJ_SIZE);
+
+	img.inode = calloc(1, SD_INODE_SIZE);
+	fill_pattern(data, 3 * OBJ_SIZE, 1);
+	if (!create_vdi(&img.vid))
+		goto out;
+	if (!open_image(&img, NULL, 0) || !write_image(&img, data) || !read_back(&img, data))
+		goto out;
+	if (!snapshot(&img, &snap_vid) || !cow_write(&img, snap_vid, data))
+		goto out;
+	close_image(&img);
+	list_snapshots(snap_vid, img.vid);
+	locks(snap_vid, img.vid);
+	deletes(snap_vid, img.vid, data);
+
+	/* a name the way the iotests spell it: with slashes */
+	expect("NEW_VDI /abs/path/scratch/t.raw",
+	       ctl_new_vdi("/abs/path/scratch/t.raw", 64 * MiB, 0, 0, 0, &vid), SD_RES_SUCCESS);
+	step("NEW_VDI vid %06x", vid);
+	expect("LOCK_VDI /abs/path/scratch/t.raw",
+	       ctl_lookup(SD_OP_LOCK_VDI, "/abs/path/scratch/t.raw", NULL, 0, &vid),
+	       SD_RES_SUCCESS);
+	expect("RELEASE_VDI /abs/path/scratch/t.raw", ctl_release("/abs/path/scratch/t.raw", vid),
+	       SD_RES_SUCCESS);
+out:
+	if (img.io_fd >= 0)
+		close(img.io_fd);
+	free(img.inode);
+	free(data);
+	return nr_fail ? 1 : 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+	{ "qemu", scenario_qemu },
+	{ "bad-opcode", scenario_bad_opcode },
+	{ "bad-length", scenario_bad_length },
+	{ "short-body", scenario_short_body },
+	{ "bad-range", scenario_bad_range },
+	{ "bad-name", scenario_bad_name },
+	{ "garbage", scenario_garbage },
+	{ "unformatted", scenario_unformatted },
+};
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: proto-client [-p PORT] SCENARIO\nscenarios:");
+	for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
+		fprintf(stderr, " %s", scenarios[i].name);
+	fprintf(stderr, "\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int opt;
+	uint64_t v;
+
+	while ((opt = getopt(argc, argv, "p:h")) != -1) {
+		switch (opt) {
+		case 'p':
+			if (sd_parse_uint(optarg, 1, 65535, &v))
+				usage();
+			pc_port = (int)v;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc - 1)
+		usage();
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++) {
+		if (strcmp(argv[optind], scenarios[i].name))
+			continue;
+		int ret = scenarios[i].fn();
+
+		if (nr_fail)
+			printf("%d check(s) failed\n", nr_fail);
+		return ret || nr_fail ? 1 : 0;
+	}
+	usage();
+	return 2;
+}
