@@ -84,10 +84,10 @@ struct cluster_driver {
 };
 
 void cdrv_register(const struct cluster_driver *drv);
-#define cdrv_register_driver(drv)                                      \
-	static void __attribute__((constructor)) register_##drv(void) \
-	{                                                             \
-		cdrv_register(&drv);                                  \
+#define cdrv_register_driver(drv)                                                                  \
+	static void __attribute__((constructor)) register_##drv(void)                              \
+	{                                                                                          \
+		cdrv_register(&drv);                                                               \
 	}
 
 /*

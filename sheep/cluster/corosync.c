@@ -22,7 +22,8 @@
  *   sending and its delivery, so the carried lists are exact. The joiner,
  *   which is not complete, checks the same thing by counting those events
  *   from its own JOIN on. A void ACCEPT is sent again by the master; a
- *   new master (the old one left) answers the joiners still pending.
+ *   new master (the old one left) answers the joiners still pending. The
+ *   master keeps one ACCEPT in flight at a time.
  * - A process alone in the group (confchg with one member) knows the list
  *   is empty: a joiner in that case accepts itself.
  * - A confchg that removes a member is its leave, where it is delivered.
@@ -60,7 +61,7 @@
 #include "logger.h"
 #include "util.h"
 
-#define COROSYNC_MAGIC 0x53444350U /* "SDCP" */
+#define COROSYNC_MAGIC 0x53444350U  /* "SDCP" */
 #define COROSYNC_INIT_WAIT_MS 10000 /* for corosync to start */
 #define COROSYNC_JOIN_WAIT_MS 15000 /* for the master's ACCEPT */
 #define COROSYNC_HEARTBEAT_MS 500
@@ -86,13 +87,13 @@ struct cs_msg {
 	uint32_t magic;
 	uint16_t type;
 	uint16_t flags;
-	uint32_t len; /* payload bytes */
+	uint32_t len;	     /* payload bytes */
 	uint32_t nr_members; /* ACCEPT */
 	uint32_t nr_pending; /* ACCEPT */
 	struct cs_id target; /* ACCEPT, EVICT */
 	uint32_t pad;
-	uint64_t vseq; /* ACCEPT: the master's view sequence when it sent */
-	uint64_t req_vseq; /* ACCEPT: the view sequence at the target's JOIN */
+	uint64_t vseq;	     /* ACCEPT: the master's view sequence when it sent */
+	uint64_t req_vseq;   /* ACCEPT: the view sequence at the target's JOIN */
 	struct sd_node node; /* JOIN: the sender's; ACCEPT: the target's */
 };
 
@@ -108,14 +109,14 @@ struct cs_member {
 	struct sd_node node;
 	uint64_t req_vseq; /* pending: the view sequence at its JOIN */
 	uint64_t heard_ns; /* member: when a message of it was last delivered */
-	bool is_sent; /* pending: my ACCEPT is in flight; member: my EVICT is */
+	bool is_sent;	   /* pending: my ACCEPT is in flight; member: my EVICT is */
 };
 
 enum cs_state {
-	CS_IDLE, /* not in the group */
-	CS_STARTING, /* cpg_join done, waiting for the first confchg */
+	CS_IDLE,      /* not in the group */
+	CS_STARTING,  /* cpg_join done, waiting for the first confchg */
 	CS_REQUESTED, /* my JOIN sent, not delivered yet */
-	CS_WAITING, /* my JOIN delivered, waiting for ACCEPT */
+	CS_WAITING,   /* my JOIN delivered, waiting for ACCEPT */
 	CS_MEMBER,
 	CS_EVICTED,
 };
@@ -238,17 +239,20 @@ static bool is_master(void)
 	return state == CS_MEMBER && nr_members > 0 && same_id(members[0].id, self_id);
 }
 
-/* the master answers the joiners it has not answered yet */
+/*
+ * The master answers the oldest pending joiner. One ACCEPT at a time: an
+ * ACCEPT is itself a view event, so two in flight would void each other
+ * for ever.
+ */
 static void master_duty(void)
 {
-	if (!is_master())
+	if (!is_master() || nr_pending == 0)
 		return;
-	for (int i = 0; i < nr_pending; i++) {
+	for (int i = 0; i < nr_pending; i++)
 		if (pending[i].is_sent)
-			continue;
-		if (send_accept(&pending[i]) == 0)
-			pending[i].is_sent = true;
-	}
+			return;
+	if (send_accept(&pending[0]) == 0)
+		pending[0].is_sent = true;
 }
 
 static void add_member(struct cs_id id, const struct sd_node *node)
@@ -271,8 +275,8 @@ static void become_member(void)
 	is_complete = true;
 	for (int i = 0; i < nr_members; i++)
 		members[i].heard_ns = sd_now_ns();
-	sd_info("joined group %s as %u/%u, %d members", group.value, self_id.nodeid,
-		self_id.pid, nr_members);
+	sd_info("joined group %s as %u/%u, %d members", group.value, self_id.nodeid, self_id.pid,
+		nr_members);
 	sd_join_handler(&self_node, member_nodes(), nr_members);
 	master_duty();
 }
@@ -371,8 +375,7 @@ static void on_accept(const struct cs_msg *hdr, const void *payload)
 	if (!is_complete) {
 		if (state != CS_WAITING)
 			return;
-		if (same_id(hdr->target, self_id) &&
-		    hdr->vseq == hdr->req_vseq + my_req_events)
+		if (same_id(hdr->target, self_id) && hdr->vseq == hdr->req_vseq + my_req_events)
 			accepted(hdr, payload);
 		else
 			my_req_events++;
@@ -445,6 +448,8 @@ static void corosync_confchg(cpg_handle_t handle, const struct cpg_name *name,
 			     const struct cpg_address *joined, size_t nr_joined)
 {
 	nr_cpg = nr_list;
+	sd_debug("confchg: %zu in group, %zu left, %zu joined; state %d", nr_list, nr_left,
+		 nr_joined, state);
 	if (state == CS_STARTING) {
 		/* my first confchg: founders joined an empty group together */
 		bool founder = nr_list == nr_joined;
@@ -514,8 +519,8 @@ static void corosync_beat(int fd, uint32_t events, void *data)
 
 		if (same_id(m->id, self_id) || m->is_sent || now - m->heard_ns < bound)
 			continue;
-		sd_warn("member %u/%u silent for %" PRIu64 " ms: evicting", m->id.nodeid,
-			m->id.pid, (now - m->heard_ns) / 1000000);
+		sd_warn("member %u/%u silent for %" PRIu64 " ms: evicting", m->id.nodeid, m->id.pid,
+			(now - m->heard_ns) / 1000000);
 		if (send_simple(CS_EVICT, 0, m->id) == 0)
 			m->is_sent = true;
 	}
@@ -525,8 +530,7 @@ static void corosync_quorum_notify(quorum_handle_t handle, uint32_t is_quorate, 
 				   uint32_t nr_view, uint32_t *view)
 {
 	if (quorate != !!is_quorate)
-		sd_notice("quorum %s (%u nodes in view)", is_quorate ? "gained" : "lost",
-			  nr_view);
+		sd_notice("quorum %s (%u nodes in view)", is_quorate ? "gained" : "lost", nr_view);
 	quorate = !!is_quorate;
 }
 
@@ -634,8 +638,7 @@ static int corosync_join(const struct sd_node *myself)
 	is_complete = false;
 	nr_members = nr_pending = 0;
 	state = CS_STARTING;
-	while ((err = cpg_join(cpg_handle, &group)) == CS_ERR_TRY_AGAIN &&
-	       sd_now_ns() < deadline)
+	while ((err = cpg_join(cpg_handle, &group)) == CS_ERR_TRY_AGAIN && sd_now_ns() < deadline)
 		usleep(100000);
 	if (err != CS_OK) {
 		state = CS_IDLE;

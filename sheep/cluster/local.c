@@ -65,8 +65,8 @@ struct local_rec {
 	uint32_t len;
 	uint32_t pad2;
 	uint64_t seq;
-	uint64_t id; /* JOIN, NOTIFY: the sender; LEAVE: the member that left */
-	uint64_t sum; /* FNV-1a of the record with sum = 0, then the payload */
+	uint64_t id;	     /* JOIN, NOTIFY: the sender; LEAVE: the member that left */
+	uint64_t sum;	     /* FNV-1a of the record with sum = 0, then the payload */
 	struct sd_node node; /* JOIN: the new member */
 };
 
@@ -88,7 +88,7 @@ static int log_fd = -1, self_fd = -1, ino_fd = -1, tick_fd = -1;
 static uint64_t self_id;
 static bool joined;
 static struct local_view delivered; /* what the daemon has seen */
-static struct local_view tail; /* valid only under the log lock */
+static struct local_view tail;	    /* valid only under the log lock */
 /* CDRV_MAX_MSG_LEN bytes each: a handler may notify() while it holds its msg */
 static uint8_t *scan_buf, *deliver_buf;
 

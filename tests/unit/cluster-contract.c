@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 64;
 	}
-	sd_log_init(NULL, SDOG_INFO, argv[2]);
+	sd_log_init(NULL, getenv("CLUSTER_DEBUG") ? SDOG_DEBUG : SDOG_INFO, argv[2]);
 	drv = cdrv_find(argv[1]);
 	if (!drv) {
 		fprintf(stderr, "no driver '%s' (have: %s)\n", argv[1], names);

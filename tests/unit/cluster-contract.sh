@@ -189,6 +189,35 @@ for p in ${remaining% 7004}; do
 	wait "$(cat "$W/pid.$p")" || fail "member $p failed to leave"
 done
 
+# 7. concurrent joins: three members start at once, twice; the first
+# time into an empty cluster (they found it together), then while one of
+# them broadcasts. All end with one list and one order.
+for round in 1 2; do
+	base=$((7100 + round * 10))
+	[ $round -eq 2 ] && cmd 7111 "send 50"
+	for p in $((base + 1)) $((base + 2)) $((base + 3)); do start_member $p; done
+	members=$(seq -s ' ' $((base + 1)) $((base + 3)))
+	[ $round -eq 2 ] && members="7111 7112 7113 $members"
+	want=$((3 + 3 * round)) # words in "join P : PORT..."
+	deadline=$(($(now_ms) + 10000))
+	for p in $members; do
+		while [ "$(grep '^join' "$W/ev.$p" 2>/dev/null | tail -n 1 | wc -w)" -lt $want ]; do
+			if [ "$(now_ms)" -gt $deadline ]; then
+				fail "concurrent joins, round $round: member $p does not see all"
+				break
+			fi
+			sleep 0.02
+		done
+	done
+	[ $round -eq 2 ] && wait_msgs 7111 7111 50
+	cmd $((base + 1)) "send 1"
+	for p in $members; do wait_msgs $p $((base + 1)) 1; done
+	lastjoin=$(grep '^join' "$W/ev.$((base + 1))" | tail -n 1)
+	for p in $members; do same $((base + 1)) $p "$lastjoin"; done
+	say "concurrent joins, round $round: $lastjoin"
+done
+for p in 7111 7112 7113 7121 7122 7123; do cmd $p "leave"; done
+
 for p in $PORTS; do
 	grep -q 'Sanitizer\|runtime error\|^notify:\|^leave:' "$W/err.$p" 2>/dev/null &&
 		fail "member $p logged errors: $(head -n 3 "$W/err.$p")"
