@@ -29,7 +29,7 @@ static int op_make_fs(struct request *req)
 static int op_stat_cluster(struct request *req)
 {
 	struct cluster_state cs;
-	int max = req->data_cap / sizeof(struct sd_epoch_log), n = 0;
+	int max = req->rq.data_length / sizeof(struct sd_epoch_log), n = 0;
 
 	group_get_state(&cs);
 	if (max > 0)
@@ -52,7 +52,7 @@ static int op_get_node_list(struct request *req)
 	uint32_t n;
 
 	group_get_state(&cs);
-	n = min_t(uint32_t, cs.nr_nodes, req->data_cap / sizeof(struct sd_node));
+	n = min_t(uint32_t, cs.nr_nodes, req->rq.data_length / sizeof(struct sd_node));
 	memcpy(req->data, cs.nodes, n * sizeof(struct sd_node));
 	req->rp.node.nr_nodes = cs.nr_nodes;
 	req->rp.node.local_idx = cs.local_idx;
@@ -75,7 +75,7 @@ static int op_stat_sheep(struct request *req)
 	info.epoch = 0;
 	req->rp.node.store_size = st.size;
 	req->rp.node.store_free = st.free;
-	req->rp.data_length = min_t(uint32_t, req->data_cap, sizeof(info));
+	req->rp.data_length = min_t(uint32_t, req->rq.data_length, sizeof(info));
 	memcpy(req->data, &info, req->rp.data_length);
 	return SD_RES_SUCCESS;
 }

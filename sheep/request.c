@@ -46,6 +46,64 @@ struct client_info {
 
 static void client_handler(int fd, uint32_t events, void *data);
 
+/*
+ * Payload buffers are allocated and freed on the main thread only, so a
+ * cache of free buffers per power-of-two size needs no lock. It keeps
+ * malloc off the request path (whose cost otherwise depends on the heap's
+ * history) and bounds what it holds.
+ */
+#define BUF_MIN_SHIFT 12
+#define BUF_MAX_SHIFT 23 /* 8 MiB: the largest payload rounds up to it */
+#define BUF_CACHE_BYTES (UINT64_C(64) << 20)
+
+struct free_buf {
+	struct free_buf *next;
+};
+
+static struct free_buf *buf_cache[BUF_MAX_SHIFT + 1];
+static uint64_t buf_cache_bytes;
+
+static unsigned buf_shift(uint32_t len)
+{
+	unsigned shift = BUF_MIN_SHIFT;
+
+	while (shift < BUF_MAX_SHIFT && (UINT32_C(1) << shift) < len)
+		shift++;
+	return shift;
+}
+
+static void *buf_get(uint32_t len, uint32_t *cap)
+{
+	unsigned shift = buf_shift(len);
+	struct free_buf *b = buf_cache[shift];
+
+	if ((UINT32_C(1) << shift) < len) /* beyond the largest class: plain malloc */
+		return (*cap = len), malloc(len);
+	*cap = UINT32_C(1) << shift;
+	if (b) {
+		buf_cache[shift] = b->next;
+		buf_cache_bytes -= *cap;
+		return b;
+	}
+	return malloc(*cap);
+}
+
+static void buf_put(void *p, uint32_t cap)
+{
+	unsigned shift = buf_shift(cap);
+	struct free_buf *b = p;
+
+	if (!p)
+		return;
+	if ((UINT32_C(1) << shift) != cap || buf_cache_bytes + cap > BUF_CACHE_BYTES) {
+		free(p);
+		return;
+	}
+	b->next = buf_cache[shift];
+	buf_cache[shift] = b;
+	buf_cache_bytes += cap;
+}
+
 /* not inlined: gcc cannot see that callers hold a reference */
 static __attribute__((noinline)) void client_put(struct client_info *ci)
 {
@@ -58,7 +116,7 @@ static void free_request(struct request *req)
 	struct client_info *ci = req->ci;
 
 	ci->nr_inflight--;
-	free(req->data);
+	buf_put(req->data, req->data_cap);
 	free(req);
 	client_put(ci);
 }
@@ -159,7 +217,8 @@ void request_done(struct request *req)
 	req->rp.id = req->rq.id;
 	req->rp.epoch = req->rq.epoch;
 	req->rp.flags = 0;
-	if (result != SD_RES_SUCCESS || req->rp.data_length > req->data_cap)
+	/* never more than the client asked for: the stream would lose step */
+	if (result != SD_RES_SUCCESS || req->rp.data_length > req->rq.data_length)
 		req->rp.data_length = 0;
 	if (result != SD_RES_SUCCESS && result != SD_RES_VDI_NOT_LOCKED)
 		sd_debug("%s id %" PRIu32 " failed: %s",
@@ -221,10 +280,12 @@ static void dispatch(struct request *req)
 /* a header arrived: make its request, with a result preset on a bad header */
 static struct request *new_request(struct client_info *ci)
 {
-	struct request *req = calloc(1, sizeof(*req));
+	/* malloc + memset: glibc's calloc skips the thread cache */
+	struct request *req = malloc(sizeof(*req));
 
 	if (!req)
 		return NULL;
+	memset(req, 0, sizeof(*req));
 	req->rq = ci->hdr;
 	req->ci = ci;
 	req->start_ns = sd_now_ns();
@@ -241,14 +302,13 @@ static struct request *new_request(struct client_info *ci)
 		return req;
 	}
 	if (req->rq.data_length) {
-		req->data = malloc(req->rq.data_length);
+		req->data = buf_get(req->rq.data_length, &req->data_cap);
 		if (!req->data) {
 			ci->close_after_tx = true;
 			req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 			req->rp.result = SD_RES_NO_MEM;
 			return req;
 		}
-		req->data_cap = req->rq.data_length;
 	}
 	return req;
 }

@@ -19,7 +19,8 @@ struct request {
 	struct sd_req rq;
 	struct sd_rsp rp;
 	void *data;	    /* payload in (writes) and out (reads) */
-	uint32_t data_cap;  /* bytes allocated at data */
+	uint32_t data_cap;  /* bytes allocated at data (>= rq.data_length); replies
+			       never carry more than rq.data_length */
 	const struct sd_op_template *op;
 	struct client_info *ci;
 	struct work work;

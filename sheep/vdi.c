@@ -548,7 +548,7 @@ int vdi_op_release(struct request *req)
 
 int vdi_op_read_vdis(struct request *req)
 {
-	uint32_t len = min_t(uint32_t, req->data_cap, SD_VDI_BITMAP_SIZE);
+	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
 	pthread_rwlock_rdlock(&vdi_lock);
 	memcpy(req->data, vdi_bitmap, len);

@@ -22,9 +22,20 @@
 static char obj_dir[4096];
 static int obj_dir_fd = -1;
 
-static void obj_path(uint64_t oid, char *buf, size_t len)
+/* an object's file name: its oid in 16 hex digits (no printf on the I/O path) */
+struct obj_name {
+	char s[17];
+};
+
+static struct obj_name obj_name(uint64_t oid)
 {
-	snprintf(buf, len, "%s/%016" PRIx64, obj_dir, oid);
+	static const char hex[] = "0123456789abcdef";
+	struct obj_name n;
+
+	for (int i = 15; i >= 0; i--, oid >>= 4)
+		n.s[i] = hex[oid & 0xf];
+	n.s[16] = '\0';
+	return n;
 }
 
 static int err_to_res(int err)
@@ -68,19 +79,14 @@ static int plain_init(const char *dir)
 
 static bool plain_exist(uint64_t oid)
 {
-	char path[4200];
-
-	obj_path(oid, path, sizeof(path));
-	return access(path, F_OK) == 0;
+	return faccessat(obj_dir_fd, obj_name(oid).s, F_OK, 0) == 0;
 }
 
 static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 {
-	char path[4200];
 	int fd, ret;
 
-	obj_path(oid, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = openat(obj_dir_fd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_to_res(errno);
 	ret = sd_pread_full(fd, buf, len, off);
@@ -94,11 +100,9 @@ static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 
 static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
 {
-	char path[4200];
 	int fd, ret;
 
-	obj_path(oid, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_to_res(errno);
 	ret = sd_pwrite_full(fd, buf, len, off);
@@ -115,13 +119,11 @@ static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off
 /* copy the stored object cow_oid into fd; a missing source is an error */
 static int copy_object(uint64_t cow_oid, int fd)
 {
-	char path[4200];
 	char *buf;
 	int src, ret = 0;
 	off_t off = 0;
 
-	obj_path(cow_oid, path, sizeof(path));
-	src = open(path, O_RDONLY | O_CLOEXEC);
+	src = openat(obj_dir_fd, obj_name(cow_oid).s, O_RDONLY | O_CLOEXEC);
 	if (src < 0)
 		return -errno;
 	buf = malloc(1 << 20);
@@ -152,16 +154,15 @@ static int copy_object(uint64_t cow_oid, int fd)
 static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
 				  uint64_t off, bool sync)
 {
-	char path[4200], tmp[4300];
+	struct obj_name name = obj_name(oid);
+	char tmp[64];
 	int fd, ret = 0;
 
-	obj_path(oid, path, sizeof(path));
-	if (access(path, F_OK) == 0)
+	if (faccessat(obj_dir_fd, name.s, F_OK, 0) == 0)
 		return plain_write(oid, buf, len, off, sync);
 
-	snprintf(tmp, sizeof(tmp), "%s/.tmp.%016" PRIx64 ".%ld", obj_dir, oid,
-		 (long)syscall(SYS_gettid));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(tmp, sizeof(tmp), ".tmp.%s.%ld", name.s, (long)syscall(SYS_gettid));
+	fd = openat(obj_dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		ret = -errno;
 		goto out_err;
@@ -183,7 +184,7 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	}
 	close(fd);
 	fd = -1;
-	if (rename(tmp, path) < 0) {
+	if (renameat(obj_dir_fd, tmp, obj_dir_fd, name.s) < 0) {
 		ret = -errno;
 		goto out_unlink;
 	}
@@ -194,7 +195,7 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 out_unlink:
 	if (fd >= 0)
 		close(fd);
-	unlink(tmp);
+	unlinkat(obj_dir_fd, tmp, 0);
 out_err:
 	sd_err("create %016" PRIx64 " failed: %s", oid, strerror(-ret));
 	return ret == -ENOENT ? SD_RES_NO_BASE_VDI : err_to_res(-ret);
@@ -202,10 +203,7 @@ out_err:
 
 static int plain_remove(uint64_t oid)
 {
-	char path[4200];
-
-	obj_path(oid, path, sizeof(path));
-	if (unlink(path) < 0)
+	if (unlinkat(obj_dir_fd, obj_name(oid).s, 0) < 0)
 		return err_to_res(errno);
 	return SD_RES_SUCCESS;
 }
@@ -249,11 +247,9 @@ struct stat_acc {
 static int stat_one(uint64_t oid, void *arg)
 {
 	struct stat_acc *acc = arg;
-	char path[4200];
 	struct stat st;
 
-	obj_path(oid, path, sizeof(path));
-	if (stat(path, &st) == 0) {
+	if (fstatat(obj_dir_fd, obj_name(oid).s, &st, 0) == 0) {
 		acc->used += (uint64_t)st.st_blocks * 512;
 		acc->nr++;
 	}
