@@ -189,6 +189,12 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 
 void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
 {
+	/* the others declared this node dead: its view is stale, stop serving */
+	if (!memcmp(&left->nid, &self_node.nid, sizeof(left->nid))) {
+		sd_emerg("this node was evicted from the cluster; shutting down");
+		sheep_request_shutdown();
+		return;
+	}
 	update_members(members, nr);
 }
 

@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 				strerror(-ret));
 		return 1;
 	}
-	ret = driver->init(NULL);
+	ret = driver->init(cdrv_selected_option());
 	if (!ret)
 		ret = group_join(driver, &self);
 	if (ret) {
