@@ -9,11 +9,13 @@
  * path, which may call into libc. The stack is 16-byte aligned at each call.
  *
  * trace_return_tramp is where a traced function returns to once the hook
- * swapped its return address. It keeps the return registers (rax, rdx,
- * xmm0, xmm1; st0 and st1 are not touched by the general-regs-only hook),
+ * swapped its return address. It keeps the return registers: rax and rdx
+ * on the stack; xmm0, xmm1, st0 and st1 because the exit hook and the
+ * tracers' exit callbacks are general-regs-only and never touch them. It
  * asks the exit hook for the real return address and jumps there (r11 is
- * free at a return: caller-saved and no return value lives in it). It stays valid for the life of the process: a thread may return
- * through it long after tracing stopped.
+ * free at a return: caller-saved and no return value lives in it). It
+ * stays valid for the life of the process: a thread may return through it
+ * long after tracing stopped.
  */
 	.text
 
@@ -99,17 +101,13 @@ trace_return_tramp:
 	.cfi_adjust_cfa_offset 8
 	pushq	%rdx
 	.cfi_adjust_cfa_offset 8
-	subq	$48, %rsp		/* 16-byte aligned again */
-	.cfi_adjust_cfa_offset 48
-	movdqu	%xmm0, 0(%rsp)
-	movdqu	%xmm1, 16(%rsp)
-	leaq	64(%rsp), %rdi		/* rsp on arrival */
-	call	trace_exit_hook@PLT
+	subq	$8, %rsp		/* 16-byte aligned again */
+	.cfi_adjust_cfa_offset 8
+	leaq	24(%rsp), %rdi		/* rsp on arrival */
+	call	trace_exit_hook@PLT	/* general-regs-only: xmm0, xmm1, st0 stay */
 	movq	%rax, %r11		/* the real return address */
-	movdqu	0(%rsp), %xmm0
-	movdqu	16(%rsp), %xmm1
-	addq	$48, %rsp
-	.cfi_adjust_cfa_offset -48
+	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
 	popq	%rdx
 	.cfi_adjust_cfa_offset -8
 	popq	%rax

@@ -50,6 +50,19 @@ struct trace_hot trace_hot = {
 	.nr_records = TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec),
 };
 
+/* a tracer's entry or exit; the default one inline, without an indirect call */
+static inline __attribute__((always_inline)) void tracer_record(const struct tracer_ops *tracer,
+								struct tbuf *b, unsigned type,
+								uintptr_t site, unsigned depth)
+{
+	if (likely(tracer == &trace_graph_tracer))
+		trace_graph_record(b, type, site, depth);
+	else if (type == TREC_ENTRY)
+		tracer->entry(b, site, depth);
+	else
+		tracer->exit(b, site, depth);
+}
+
 /*
  * Called by trace_entry_tramp. @ip is the site + 5, @parent the address of
  * the traced function's return address. Returns 1 when the thread needs
@@ -81,7 +94,7 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	e->slot = parent;
 	th->depth = depth + 1;
 	*parent = (uintptr_t)trace_return_tramp;
-	tracer->entry(b, ip - TRACE_INSN_SIZE, depth);
+	tracer_record(tracer, b, TREC_ENTRY, ip - TRACE_INSN_SIZE, depth);
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
 	return 0;
@@ -135,7 +148,7 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 	ret = e->ret;
 	b = th->buf;
 	if (b && tracer && b->session == trace_hot.session)
-		tracer->exit(b, e->site, d - 1);
+		tracer_record(tracer, b, TREC_EXIT, e->site, d - 1);
 	th->depth = d - 1;
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = saved_guard;

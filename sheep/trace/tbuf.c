@@ -6,8 +6,9 @@
  * (i >> shift) & TREC_LAP_MASK, its lap. When the ring wraps, the oldest
  * records are overwritten: they are the lost ones (head - nr of slots).
  *
- * Ordering, writer (tbuf_push): reserve i with a non-locked xadd, store the
- * timestamp, then the word with release semantics.
+ * Ordering, writer (tbuf_push, recursion guard held): reserve i with a plain
+ * increment of head, store the timestamp, then the word with release
+ * semantics.
  * Reader (tbuf_snapshot, any thread): load head (h1), copy the slots, load
  * head again (h2). A record i is kept when i >= h2 - nr_slots (not
  * overwritten during the copy) and its word carries lap i (it was written
@@ -90,7 +91,9 @@ static struct tbuf *tbuf_alloc(uint64_t nr_records)
 	struct tbuf *b;
 
 	len = round_up(len, 4096);
-	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* populated: no page fault on the hot path; zeroed: every lap 0 */
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+		 0);
 	if (b == MAP_FAILED)
 		return NULL;
 	b->map_len = len;
@@ -100,14 +103,15 @@ static struct tbuf *tbuf_alloc(uint64_t nr_records)
 	return b;
 }
 
-static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session)
+static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_fresh)
 {
 	b->owner = tid;
 	b->nr_overflow = 0;
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
-	memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
+	if (!is_fresh)
+		memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
 	prctl(PR_GET_NAME, b->comm, 0, 0, 0);
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
 }
@@ -136,23 +140,25 @@ struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
 	struct tbuf *b;
 
 	if (old && old->mask + 1 == nr) {
-		tbuf_reset(old, tid, session);
+		tbuf_reset(old, tid, session, false);
 		return old;
 	}
 	if (old) /* wrong size: give it to whoever wants that size */
 		__atomic_store_n(&old->owner, 0, __ATOMIC_RELEASE);
 	b = tbuf_claim(tid, nr);
-	if (!b) {
-		b = tbuf_alloc(nr);
-		if (!b)
-			return NULL;
-		b->owner = tid;
-		b->next = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
-		while (!__atomic_compare_exchange_n(&tbuf_list, &b->next, b, false,
-						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			;
+	if (b) {
+		tbuf_reset(b, tid, session, false);
+		return b;
 	}
-	tbuf_reset(b, tid, session);
+	b = tbuf_alloc(nr);
+	if (!b)
+		return NULL;
+	b->owner = tid;
+	b->next = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
+	while (!__atomic_compare_exchange_n(&tbuf_list, &b->next, b, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+	tbuf_reset(b, tid, session, true);
 	return b;
 }
 

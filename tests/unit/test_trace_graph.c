@@ -2,13 +2,15 @@
  * Unit tests of the graph tracer: nesting and exact call counts, register
  * and return value preservation, the shadow stack (depth limit, longjmp,
  * stopping inside a traced function), ring buffer wrap and lost counts,
- * threads patched and unpatched repeatedly while they run, and the output
- * formats. No timing is asserted.
+ * threads patched and unpatched repeatedly while they run, traced signal
+ * handlers interrupting the hooks, and the output formats. No timing is
+ * asserted.
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -352,6 +354,77 @@ START_TEST(test_read_while_tracing)
 }
 END_TEST
 
+static volatile long sig_calls, sig_errors;
+static volatile int sig_go;
+
+static void sig_traced(int signo)
+{
+	sig_calls++;
+	if (tfn_top(1) != 5)
+		sig_errors++;
+}
+
+/* not traced: sends SIGPROF to the thread @arg as fast as it can */
+static void *sig_sender(void *arg)
+{
+	pid_t pid = getpid(), tid = *(pid_t *)arg;
+
+	while (__atomic_load_n(&sig_go, __ATOMIC_ACQUIRE)) {
+		syscall(SYS_tgkill, pid, tid, SIGPROF);
+		for (volatile int i = 0; i < 200; i++)
+			;
+	}
+	return NULL;
+}
+
+/*
+ * A traced signal handler on the traced thread, landing anywhere: in the
+ * traced functions, the trampolines, the middle of a push. No record may
+ * be torn or lost and the shadow stack must come back to 0. A handler
+ * that interrupted a hook is not traced at all (the recursion guard).
+ */
+START_TEST(test_signals)
+{
+	struct sigaction sa = { .sa_handler = sig_traced, .sa_flags = SA_RESTART }, old;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	const int rounds = 300;
+	struct sd_trace_status st;
+	long fib_errors = 0;
+	pthread_t sender;
+	int top;
+	char *csv;
+
+	ck_assert_int_eq(tt_start("", tfn_all, 0, 32 << 20), SD_RES_SUCCESS);
+	ck_assert_int_eq(sigaction(SIGPROF, &sa, &old), 0);
+	sig_go = 1;
+	ck_assert_int_eq(pthread_create(&sender, NULL, sig_sender, &tid), 0);
+	tfn_fib_calls = 0;
+	for (int i = 0; i < rounds; i++)
+		if (tfn_fib(15) != 610)
+			fib_errors++;
+	__atomic_store_n(&sig_go, 0, __ATOMIC_RELEASE);
+	pthread_join(sender, NULL);
+	ck_assert_int_eq(sigaction(SIGPROF, &old, NULL), 0);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	ck_assert_int_eq(fib_errors, 0);
+	ck_assert_int_eq(sig_errors, 0);
+	ck_assert_int_gt(sig_calls, 0);
+	ck_assert_uint_eq(trace_shadow_depth(), 0);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_lost, 0);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_ptr_nonnull(csv);
+	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), rounds * 1973);
+	top = csv_calls(csv, "tfn_top");
+	ck_assert_int_le(top, sig_calls);
+	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), top);
+	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2 * top);
+	ck_assert_uint_eq(st.nr_events, 2 * (rounds * 1973 + 4 * (uint64_t)top));
+	free(csv);
+}
+END_TEST
+
 static Suite *graph_suite(void)
 {
 	Suite *s = suite_create("trace graph");
@@ -367,6 +440,7 @@ static Suite *graph_suite(void)
 	tcase_add_test(tc, test_ring_wrap);
 	tcase_add_test(tc, test_formats);
 	tcase_add_test(tc, test_read_while_tracing);
+	tcase_add_test(tc, test_signals);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("threads");
 	tcase_set_timeout(tc, 120);
