@@ -55,10 +55,15 @@ static int grow_slots(int fd)
 int ev_add(int fd, uint32_t ev, ev_handler_fn handler, void *data)
 {
 	struct epoll_event e = { 0 };
-	int ret = grow_slots(fd);
+	int ret;
 
+	if (fd < 0)
+		return -EBADF;
+	ret = grow_slots(fd);
 	if (ret)
 		return ret;
+	if (slots[fd].handler)
+		return -EEXIST; /* keep the registered handler */
 	slots[fd].handler = handler;
 	slots[fd].data = data;
 	slots[fd].gen = next_gen++;

@@ -65,8 +65,13 @@ int sd_listen(const char *host, int port, int *fds, int max)
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
 			err = -errno;
 			close(fd);
-			/* an IPv6 address the host lacks is no reason to fail */
-			continue;
+			/* a family the host lacks is no reason to fail ... */
+			if (err == -EADDRNOTAVAIL || err == -EAFNOSUPPORT)
+				continue;
+			/* ... but a port taken on one address is: clients would miss us */
+			while (nr > 0)
+				close(fds[--nr]);
+			break;
 		}
 		fds[nr++] = fd;
 	}

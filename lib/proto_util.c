@@ -31,7 +31,8 @@ int sd_check_req_header(const struct sd_req *hdr)
 	if ((hdr->flags & SD_FLAG_CMD_COW) &&
 	    (hdr->opcode != SD_OP_CREATE_AND_WRITE_OBJ || !oid_is_valid(hdr->obj.cow_oid)))
 		return SD_RES_INVALID_PARMS;
-	if (hdr->obj.offset > SD_INODE_SIZE ||
+	/* no object is larger than SD_MAX_DATA_LEN; the daemon checks the real size */
+	if (hdr->obj.offset > SD_MAX_DATA_LEN ||
 	    hdr->obj.offset + hdr->data_length > (uint64_t)SD_MAX_DATA_LEN)
 		return SD_RES_INVALID_PARMS;
 	if ((hdr->opcode == SD_OP_WRITE_OBJ || hdr->opcode == SD_OP_CREATE_AND_WRITE_OBJ) &&

@@ -15,7 +15,8 @@ int sd_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	char *end;
 	unsigned long long v;
 
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+	/* strtoull would skip leading white space and take a sign */
+	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
