@@ -15,7 +15,7 @@ collie="$build/collie/collie -p $port"
 
 dir=$(mktemp -d /tmp/sheep-quick.XXXXXX)
 echo "== starting sheep on port $port, dir $dir"
-"$sheep" -p "$port" "$dir"
+"$sheep" -p "$port" -c "local:$dir/cluster" "$dir"
 trap 'kill $(cat "$dir/sheep.pid") 2>/dev/null || true' EXIT
 for i in $(seq 50); do $collie node list >/dev/null 2>&1 && break; sleep 0.1; done
 
