@@ -262,6 +262,38 @@ START_TEST(test_listen_busy)
 }
 END_TEST
 
+START_TEST(test_listen_any_port_taken)
+{
+	/*
+	 * NULL host binds every address (:: with V6ONLY, and 0.0.0.0). When
+	 * the port is taken on one of them the daemon cannot serve everyone:
+	 * EADDRINUSE is a conflict, not "an address the host lacks", so
+	 * sd_listen must fail instead of quietly listening on the rest.
+	 */
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), fds[4], n, v6;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(fd, 1), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	v6 = socket(AF_INET6, SOCK_STREAM, 0);
+	if (v6 < 0) {
+		close(fd);
+		return; /* no IPv6 here: nothing else to listen on */
+	}
+	close(v6);
+	n = sd_listen(NULL, ntohs(sin.sin_port), fds, 4);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	close(fd);
+	ck_assert_msg(n == -EADDRINUSE,
+		      "sd_listen(NULL, port taken on 0.0.0.0) returned %d: it listens on IPv6 only "
+		      "and IPv4 clients get 'connection refused'", n);
+}
+END_TEST
+
 START_TEST(test_listen_any)
 {
 	/* NULL host: every local address (v4 and, when present, v6) */
@@ -335,6 +367,7 @@ int main(void)
 	tcase_add_test(tc, test_connect_refused);
 	tcase_add_test(tc, test_listen_busy);
 	tcase_add_test(tc, test_listen_any);
+	tcase_add_test(tc, test_listen_any_port_taken);
 	tcase_add_test(tc, test_socket_options);
 	tcase_add_test(tc, test_addr_strings);
 	suite_add_tcase(s, tc);
