@@ -888,10 +888,101 @@ static void deletes(uint32_t snap_vid, uint32_t work_vid, const char *data)
 	free(bitmap);
 }
 
+/*
+ * On a VDI named the way the iotests spell it (with slashes), opened with
+ * cache=none: a partial create (9.4), discard (9.6), truncate (9.7) and
+ * vmstate objects (9.13).
+ */
+#define RAW_NAME "/abs/path/scratch/t.raw"
+#define DF SD_FLAG_CMD_DIRECT
+#define DWF (SD_FLAG_CMD_WRITE | SD_FLAG_CMD_DIRECT)
+
+static void misc_ops(void)
+{
+	static char buf[8192], back[8192], zero[512];
+	struct sd_inode *ino = calloc(1, SD_INODE_SIZE);
+	uint32_t vid = 0, lvid = 0;
+	int ret, fd;
+
+	ret = ctl_new_vdi(RAW_NAME, 64 * MiB, 0, 0, 0, &vid);
+	if (expect("NEW_VDI " RAW_NAME " 64M", ret, SD_RES_SUCCESS) != SD_RES_SUCCESS)
+		goto out;
+	step("NEW_VDI vid %06x", vid);
+	fd = pc_connect(30000);
+	expect("LOCK_VDI " RAW_NAME, ctl_lookup(SD_OP_LOCK_VDI, RAW_NAME, NULL, 0, &lvid),
+	       SD_RES_SUCCESS);
+	check(lvid == vid, "LOCK_VDI vid %x, expected %x", lvid, vid);
+	read_obj(-1, vid_to_vdi_oid(vid), 0, SD_INODE_SIZE, ino, 0, DF);
+
+	/* the partial create of the example in 9.4: offset 512, 3584 bytes */
+	fill_pattern(buf, 3584, 5);
+	ret = write_obj(fd, SD_OP_CREATE_AND_WRITE_OBJ, DWF, vid_to_data_oid(vid, 0), 0, 512,
+			3584, buf, ino->nr_copies);
+	expect("CREATE_AND_WRITE_OBJ flags 0x09, 3584 bytes at 512", ret, SD_RES_SUCCESS);
+	ino->data_vdi_id[0] = vid;
+	ret = write_obj(fd, SD_OP_WRITE_OBJ, DWF, vid_to_vdi_oid(vid), 0, SD_INODE_HEADER_SIZE, 4,
+			&ino->data_vdi_id[0], ino->nr_copies);
+	expect("WRITE_OBJ inode map entry 0", ret, SD_RES_SUCCESS);
+	ret = read_obj(fd, vid_to_data_oid(vid, 0), 0, 8192, back, ino->nr_copies, DF);
+	check(ret == SD_RES_SUCCESS, "READ_OBJ flags 0x08: %s", res_name(ret));
+	step("partial create: %s",
+	     ret == SD_RES_SUCCESS && !memcmp(back, zero, 512) && !memcmp(back + 512, buf, 3584) &&
+		     !memcmp(back + 4096, zero, 512)
+		     ? "zeros around the written range"
+		     : "wrong data");
+
+	/* discard object 0: a zero entry written into the inode's map */
+	ret = write_obj(fd, SD_OP_WRITE_OBJ, DWF, vid_to_vdi_oid(vid), 0, SD_INODE_HEADER_SIZE, 4,
+			zero, ino->nr_copies);
+	if (ret >= 0) {
+		step("discard (WRITE_OBJ of a zero map entry): %s",
+		     ret == SD_RES_SUCCESS || ret == SD_RES_INVALID_PARMS ? "accepted"
+									  : res_name(ret));
+		check(ret == SD_RES_SUCCESS || ret == SD_RES_INVALID_PARMS, "discard: %s",
+		      res_name(ret));
+	}
+	if (ret == SD_RES_SUCCESS) {
+		read_obj(-1, vid_to_vdi_oid(vid), 0, SD_INODE_SIZE, ino, 0, DF);
+		step("inode map entry 0 after discard: %s",
+		     ino->data_vdi_id[0] == 0 ? "0 (hole)" : "still set");
+		check(ino->data_vdi_id[0] == 0, "discarded entry is %x", ino->data_vdi_id[0]);
+	}
+
+	/* truncate (grow) to 128 MiB: the 4664-byte header rewritten on a new ctl */
+	ino->vdi_size = 128 * MiB;
+	ret = write_obj(-1, SD_OP_WRITE_OBJ, DWF, vid_to_vdi_oid(vid), 0, 0, SD_INODE_HEADER_SIZE,
+			ino, ino->nr_copies);
+	expect("WRITE_OBJ inode header with vdi_size 128 MiB", ret, SD_RES_SUCCESS);
+	memset(ino, 0, SD_INODE_HEADER_SIZE);
+	ret = read_obj(-1, vid_to_vdi_oid(vid), 0, SD_INODE_HEADER_SIZE, ino, 0, DF);
+	step("vdi_size after truncate: %llu MiB", (unsigned long long)(ino->vdi_size >> 20));
+	check(ino->vdi_size == 128 * MiB && !strcmp(ino->name, RAW_NAME) && ino->vdi_id == vid,
+	      "header after truncate: size %llu name '%.32s'", (unsigned long long)ino->vdi_size,
+	      ino->name);
+
+	/* vmstate (savevm): create at offset 0, write further on, read back */
+	fill_pattern(buf, sizeof(buf), 6);
+	ret = write_obj(-1, SD_OP_CREATE_AND_WRITE_OBJ, DWF, vid_to_vmstate_oid(vid, 0), 0, 0,
+			4096, buf, ino->nr_copies);
+	expect("CREATE_AND_WRITE_OBJ vmstate object 0", ret, SD_RES_SUCCESS);
+	ret = write_obj(-1, SD_OP_WRITE_OBJ, DWF, vid_to_vmstate_oid(vid, 0), 0, 4096, 4096,
+			buf + 4096, ino->nr_copies);
+	expect("WRITE_OBJ vmstate object 0 at 4096", ret, SD_RES_SUCCESS);
+	ret = read_obj(-1, vid_to_vmstate_oid(vid, 0), 0, 8192, back, ino->nr_copies, DF);
+	step("vmstate read back: %s",
+	     ret == SD_RES_SUCCESS && !memcmp(buf, back, sizeof(buf)) ? "data ok" : "wrong data");
+	check(ret == SD_RES_SUCCESS && !memcmp(buf, back, sizeof(buf)), "vmstate data");
+
+	close(fd);
+	expect("RELEASE_VDI " RAW_NAME, ctl_release(RAW_NAME, vid), SD_RES_SUCCESS);
+out:
+	free(ino);
+}
+
 static int scenario_qemu(void)
 {
 	struct image img = { .io_fd = -1 };
-	uint32_t snap_vid = 0, vid = 0;
+	uint32_t snap_vid = 0;
 	char *data = malloc(3 * OBJ_SIZE);
 
 	img.inode = calloc(1, SD_INODE_SIZE);
@@ -907,15 +998,7 @@ static int scenario_qemu(void)
 	locks(snap_vid, img.vid);
 	deletes(snap_vid, img.vid, data);
 
-	/* a name the way the iotests spell it: with slashes */
-	expect("NEW_VDI /abs/path/scratch/t.raw",
-	       ctl_new_vdi("/abs/path/scratch/t.raw", 64 * MiB, 0, 0, 0, &vid), SD_RES_SUCCESS);
-	step("NEW_VDI vid %06x", vid);
-	expect("LOCK_VDI /abs/path/scratch/t.raw",
-	       ctl_lookup(SD_OP_LOCK_VDI, "/abs/path/scratch/t.raw", NULL, 0, &vid),
-	       SD_RES_SUCCESS);
-	expect("RELEASE_VDI /abs/path/scratch/t.raw", ctl_release("/abs/path/scratch/t.raw", vid),
-	       SD_RES_SUCCESS);
+	misc_ops();
 out:
 	if (img.io_fd >= 0)
 		close(img.io_fd);
