@@ -4,7 +4,7 @@
  *
  *   proto-client -p PORT SCENARIO
  *
- * Scenarios: qemu, bad-opcode, bad-length, short-body, bad-range, bad-name,
+ * Scenarios: qemu, pipeline, bad-opcode, bad-length, short-body, bad-range, bad-name,
  * garbage, unformatted. Exit status 0 when every check passed.
  */
 #include <errno.h>
@@ -979,6 +979,99 @@ out:
 	free(ino);
 }
 
+/*
+ * Deep pipelining on one I/O connection, as a busy guest does: 256 writes
+ * of 16 KiB to distinct ranges of four objects in flight at once, then 256
+ * reads of the same ranges, each batch's replies matched by id.
+ */
+#define PIPE_NR 256
+#define PIPE_LEN 16384
+
+static int scenario_pipeline(void)
+{
+	struct image img = { .io_fd = -1 };
+	static struct io io[PIPE_NR];
+	char *data = malloc(4 * OBJ_SIZE), *back = calloc(1, 4 * OBJ_SIZE);
+	int bad = 0, nr_ok = 0;
+
+	img.inode = calloc(1, SD_INODE_SIZE);
+	fill_pattern(data, 4 * OBJ_SIZE, 42);
+	expect("NEW_VDI pipe 64M", ctl_new_vdi("pipe", 64 * MiB, 0, 0, 0, &img.vid),
+	       SD_RES_SUCCESS);
+	img.io_fd = pc_connect(60000);
+	if (img.io_fd < 0)
+		goto out;
+	img.copies = 1;
+	/* create the four objects with their first range */
+	for (int i = 0; i < 4; i++)
+		io[i] = (struct io){ .op = SD_OP_CREATE_AND_WRITE_OBJ, .flags = WF,
+				     .oid = vid_to_data_oid(img.vid, i), .len = PIPE_LEN,
+				     .buf = data + (size_t)i * OBJ_SIZE };
+	if (!pipeline(&img, io, 4))
+		goto out;
+	for (int i = 0; i < 4; i++)
+		nr_ok += io[i].result == SD_RES_SUCCESS;
+	step("4 creates pipelined: %d SUCCESS", nr_ok);
+	/* ranges 1..64 of each object, interleaved across objects */
+	for (int i = 0; i < PIPE_NR; i++) {
+		int obj = i % 4, range = 1 + i / 4;
+		size_t off = (size_t)range * PIPE_LEN;
+
+		io[i] = (struct io){ .op = SD_OP_WRITE_OBJ, .flags = WF,
+				     .oid = vid_to_data_oid(img.vid, obj), .off = off,
+				     .len = PIPE_LEN, .buf = data + (size_t)obj * OBJ_SIZE + off };
+	}
+	if (!pipeline(&img, io, PIPE_NR))
+		goto out;
+	nr_ok = 0;
+	for (int i = 0; i < PIPE_NR; i++)
+		nr_ok += io[i].result == SD_RES_SUCCESS;
+	step("%d writes pipelined: %d SUCCESS", PIPE_NR, nr_ok);
+	for (int i = 0; i < PIPE_NR; i++) {
+		int obj = i % 4, range = i / 4;
+		size_t off = (size_t)range * PIPE_LEN;
+
+		io[i] = (struct io){ .op = SD_OP_READ_OBJ, .flags = CF,
+				     .oid = vid_to_data_oid(img.vid, obj), .off = off,
+				     .len = PIPE_LEN, .buf = back + (size_t)obj * OBJ_SIZE + off };
+	}
+	if (!pipeline(&img, io, PIPE_NR))
+		goto out;
+	nr_ok = 0;
+	for (int i = 0; i < PIPE_NR; i++)
+		nr_ok += io[i].result == SD_RES_SUCCESS;
+	for (int obj = 0; obj < 4; obj++)
+		for (int range = 0; range < PIPE_NR / 4; range++) {
+			size_t off = (size_t)obj * OBJ_SIZE + (size_t)range * PIPE_LEN;
+
+			bad += !!memcmp(back + off, data + off, PIPE_LEN);
+		}
+	step("%d reads pipelined: %d SUCCESS, %d range(s) with wrong data", PIPE_NR, nr_ok, bad);
+	check(bad == 0, "pipelined data differs");
+	/* the last range of each object was never written: zeros */
+	memset(back, 1, PIPE_LEN);
+	{
+		int result;
+
+		if (io_one(&img, SD_OP_READ_OBJ, CF, vid_to_data_oid(img.vid, 3), 0,
+			   (PIPE_NR / 4 + 1) * PIPE_LEN, PIPE_LEN, back, &result)) {
+			bool zero = result == SD_RES_SUCCESS;
+
+			for (int i = 0; i < PIPE_LEN && zero; i++)
+				zero = back[i] == 0;
+			step("unwritten range: %s", zero ? "zeros" : "not zeros");
+			check(zero, "unwritten range of a created object is not zero");
+		}
+	}
+out:
+	if (img.io_fd >= 0)
+		close(img.io_fd);
+	free(img.inode);
+	free(data);
+	free(back);
+	return nr_fail ? 1 : 0;
+}
+
 static int scenario_qemu(void)
 {
 	struct image img = { .io_fd = -1 };
@@ -1012,6 +1105,7 @@ static const struct {
 	int (*fn)(void);
 } scenarios[] = {
 	{ "qemu", scenario_qemu },
+	{ "pipeline", scenario_pipeline },
 	{ "bad-opcode", scenario_bad_opcode },
 	{ "bad-length", scenario_bad_length },
 	{ "short-body", scenario_short_body },
