@@ -44,6 +44,9 @@ int send_req(int fd, const struct sd_req *hdr, const void *data, uint32_t wlen);
  */
 int recv_rsp(int fd, struct sd_rsp *rsp, void *buf, uint32_t cap);
 
+/* a FAIL line for a transport error (-errno from the calls above) */
+void transport_fail(const char *what, int ret);
+
 /* send + receive on fd; returns 0 or -errno as recv_rsp */
 int exec_req(int fd, const struct sd_req *hdr, const void *wdata, uint32_t wlen, void *rbuf,
 	     uint32_t rcap, struct sd_rsp *rsp);
@@ -69,6 +72,10 @@ int ctl_cluster_default(uint8_t *shift);
 
 /* deterministic data */
 void fill_pattern(void *buf, size_t len, uint64_t seed);
+
+/* the QEMU scenarios (proto-qemu.c) */
+int scenario_qemu(void);
+int scenario_pipeline(void);
 
 /* the bad-input scenarios (proto-bad.c) */
 int scenario_bad_opcode(void);
