@@ -19,6 +19,22 @@
 #define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
 #define SD_OP_SHUTDOWN 0x84	/* stop the daemon (the whole cluster once it has peers) */
 
+/*
+ * peer operations (sheep -> sheep): the gateway's requests to the replica
+ * nodes. req.epoch is the sender's epoch; a peer on another epoch answers
+ * SD_RES_OLD_NODE_VER (the sender is behind) or SD_RES_NEW_NODE_VER (the
+ * sender is ahead) and the sender retries on its newest ring. Header as for
+ * the public object ops (req.obj); data as READ_OBJ / WRITE_OBJ.
+ * CREATE_AND_WRITE_PEER never carries COW: the gateway sends the whole
+ * object. GET_OBJ_LIST answers the oids (uint64_t) stored on the peer.
+ */
+#define SD_OP_READ_PEER 0xA0
+#define SD_OP_WRITE_PEER 0xA1
+#define SD_OP_CREATE_AND_WRITE_PEER 0xA2
+#define SD_OP_REMOVE_PEER 0xA3
+#define SD_OP_FLUSH_PEER 0xA4
+#define SD_OP_GET_OBJ_LIST 0xA5
+
 /* trace operations (collie debug trace ...); payload formats in trace.h of sheep */
 #define SD_OP_TRACE_START 0xB0
 #define SD_OP_TRACE_STOP 0xB1
@@ -35,6 +51,8 @@
 #define SD_RES_NO_MATCH 0x86	/* a filter matched no function */
 #define SD_RES_INVALID_VERSION 0x87
 #define SD_RES_TOO_FEW_NODES 0x88 /* more copies asked than there are nodes (zones) */
+#define SD_RES_OLD_NODE_VER 0x89 /* peer op from an older epoch than the peer's */
+#define SD_RES_NEW_NODE_VER 0x8A /* peer op from a newer epoch than the peer's */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0

@@ -41,6 +41,8 @@ static const char *const messages[] = {
 	[SD_RES_NO_MATCH] = "no function matches the filter",
 	[SD_RES_INVALID_VERSION] = "wrong protocol version for this opcode",
 	[SD_RES_TOO_FEW_NODES] = "more copies than nodes: each copy needs its own node",
+	[SD_RES_OLD_NODE_VER] = "request from an older epoch than this node's",
+	[SD_RES_NEW_NODE_VER] = "request from a newer epoch than this node's",
 };
 
 const char *sd_strerror(int result)

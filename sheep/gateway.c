@@ -1,14 +1,252 @@
 /*
- * Client object I/O. In this version every object lives on this node, so
- * the gateway checks the request against what the VDI allows and hands it
- * to the store; with peers it will forward to the replica nodes.
+ * Client object I/O: the gateway. Any sheep accepts a client's object
+ * request and forwards it to the replica nodes that the ring of the current
+ * epoch names for the oid (the local replica goes straight to the store).
+ *
+ * - Writes go to every replica, sent to all before waiting for any, and
+ *   succeed only when every replica acknowledged. With fewer live nodes than
+ *   copies a write fails with SD_RES_HALT: redundancy is never dropped
+ *   silently.
+ * - Reads go to one replica (the local one first) and fail over to the next,
+ *   and finally to any node, since without recovery a replica of the new
+ *   ring may not hold the object yet.
+ * - A peer on another epoch, or an unreachable peer, makes the gateway retry
+ *   on the newest ring until GW_RETRY_MS has passed.
+ * - A COW create reads the whole source object through the gateway, applies
+ *   the write to it and sends the result as a plain create: the source's
+ *   replicas need not be the new object's.
+ *
+ * Runs on io workers (client requests) and on the cluster worker (inodes of
+ * ordered VDI operations), with blocking sockets from the connection cache.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "sheep_priv.h"
 #include "store/store.h"
 
-/* the size of oid's object, and whether a client may write it */
+#define GW_RETRY_MS 10000
+#define GW_RETRY_SLEEP_MS 50
+/* a peer could not be reached: never on the wire, retried, then SD_RES_EIO */
+#define SD_RES_NETWORK 0x1000
+
+struct gw_io {
+	uint8_t opcode; /* SD_OP_*_PEER */
+	uint64_t oid;
+	void *buf;
+	uint32_t len;
+	uint64_t off;
+	bool sync;
+	int copies;
+};
+
+static bool retryable(int ret)
+{
+	return ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER || ret == SD_RES_NETWORK;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int local_io(const struct gw_io *io)
+{
+	switch (io->opcode) {
+	case SD_OP_READ_PEER:
+		return sd_store->read(io->oid, io->buf, io->len, io->off);
+	case SD_OP_WRITE_PEER:
+		return sd_store->write(io->oid, io->buf, io->len, io->off, io->sync);
+	case SD_OP_CREATE_AND_WRITE_PEER:
+		return sd_store->create_and_write(io->oid, 0, io->buf, io->len, io->off, io->sync);
+	case SD_OP_REMOVE_PEER:
+		return sd_store->remove(io->oid);
+	default:
+		return SD_RES_INVALID_PARMS;
+	}
+}
+
+static void make_peer_req(struct sd_req *rq, const struct gw_io *io, uint32_t epoch)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->proto_ver = SD_SHEEP_PROTO_VER;
+	rq->opcode = io->opcode;
+	rq->epoch = epoch;
+	rq->data_length = io->opcode == SD_OP_REMOVE_PEER ? 0 : io->len;
+	if (io->opcode == SD_OP_WRITE_PEER || io->opcode == SD_OP_CREATE_AND_WRITE_PEER)
+		rq->flags = SD_FLAG_CMD_WRITE;
+	if (!io->sync)
+		rq->flags |= SD_FLAG_CMD_CACHE;
+	rq->obj.oid = io->oid;
+	rq->obj.copies = (uint8_t)io->copies;
+	rq->obj.offset = io->off;
+}
+
+/* one request to one remote node, synchronously */
+static int remote_io(const struct epoch_ring *er, int node, const struct gw_io *io)
+{
+	const struct sd_node_id *nid = &er->ring.nodes[node].nid;
+	struct sd_req rq;
+	struct sd_rsp rsp;
+	int fd = peer_conn_get(nid), ret;
+
+	if (fd < 0)
+		return SD_RES_NETWORK;
+	make_peer_req(&rq, io, er->epoch);
+	ret = peer_send(fd, &rq, io->buf);
+	if (!ret)
+		ret = peer_recv(fd, &rsp, io->buf, io->opcode == SD_OP_READ_PEER ? io->len : 0);
+	peer_conn_put(nid, fd, ret == 0);
+	return ret ? SD_RES_NETWORK : (int)rsp.result;
+}
+
+/* read from one replica, failing over; then from any node that has it */
+static int read_once(const struct epoch_ring *er, const struct gw_io *io)
+{
+	int idx[SD_MAX_NODES], ret = SD_RES_NO_OBJ;
+	int n = ring_map(&er->ring, io->oid, io->copies, idx);
+	bool tried[SD_MAX_NODES] = { false };
+
+	if (n == 0)
+		return SD_RES_HALT;
+	/* the local replica first: no copy over the network */
+	for (int i = 0; i < n; i++)
+		if (idx[i] == er->local_idx) {
+			idx[i] = idx[0];
+			idx[0] = er->local_idx;
+		}
+	for (int pass = 0; pass < 2; pass++) {
+		int nr = pass ? er->ring.nr_nodes : n;
+		for (int i = 0; i < nr; i++) {
+			int node = pass ? i : idx[i], r;
+			if (tried[node])
+				continue;
+			tried[node] = true;
+			r = node == er->local_idx ? local_io(io) : remote_io(er, node, io);
+			if (r == SD_RES_SUCCESS)
+				return r;
+			/* an epoch mismatch is worth a retry on a new ring */
+			if (retryable(r) || ret == SD_RES_NO_OBJ)
+				ret = r;
+		}
+	}
+	return ret;
+}
+
+/* write to every replica: send to all, then the local one, then collect */
+static int write_once(const struct epoch_ring *er, const struct gw_io *io)
+{
+	int idx[SD_MAX_NODES], fds[SD_MAX_NODES];
+	int n = ring_map(&er->ring, io->oid, io->copies, idx);
+	int ret = SD_RES_SUCCESS, r;
+	bool local = false;
+	struct sd_req rq;
+
+	if (n < io->copies)
+		return SD_RES_HALT;
+	make_peer_req(&rq, io, er->epoch);
+	for (int i = 0; i < n; i++) {
+		fds[i] = -1;
+		if (idx[i] == er->local_idx) {
+			local = true;
+			continue;
+		}
+		fds[i] = peer_conn_get(&er->ring.nodes[idx[i]].nid);
+		if (fds[i] >= 0 && peer_send(fds[i], &rq, io->buf)) {
+			peer_conn_put(&er->ring.nodes[idx[i]].nid, fds[i], false);
+			fds[i] = -1;
+		}
+		if (fds[i] < 0)
+			ret = SD_RES_NETWORK;
+	}
+	if (local) {
+		r = local_io(io);
+		if (r != SD_RES_SUCCESS && !retryable(ret))
+			ret = r;
+	}
+	for (int i = 0; i < n; i++) {
+		struct sd_rsp rsp;
+
+		if (fds[i] < 0)
+			continue;
+		r = peer_recv(fds[i], &rsp, NULL, 0);
+		peer_conn_put(&er->ring.nodes[idx[i]].nid, fds[i], r == 0);
+		r = r ? SD_RES_NETWORK : (int)rsp.result;
+		/* removing what a replica does not have is no failure */
+		if (io->opcode == SD_OP_REMOVE_PEER && r == SD_RES_NO_OBJ)
+			r = SD_RES_SUCCESS;
+		if (r != SD_RES_SUCCESS && !retryable(ret))
+			ret = r;
+	}
+	return ret;
+}
+
+static int do_io(struct gw_io *io)
+{
+	uint64_t deadline = sd_now_ns() + (uint64_t)GW_RETRY_MS * 1000000;
+	uint32_t last_epoch = 0;
+	int ret;
+
+	if (io->copies <= 0)
+		io->copies = vdi_copies(oid_to_vid(io->oid));
+	if (io->copies <= 0)
+		io->copies = group_copies();
+	for (;;) {
+		struct epoch_ring *er = group_ring_get();
+
+		if (!er)
+			return SD_RES_NO_MEM;
+		if (io->opcode == SD_OP_READ_PEER)
+			ret = read_once(er, io);
+		else
+			ret = write_once(er, io);
+		last_epoch = er->epoch;
+		group_ring_put(er);
+		if (!retryable(ret) || sd_now_ns() > deadline)
+			break;
+		sleep_ms(GW_RETRY_SLEEP_MS);
+	}
+	if (ret != SD_RES_SUCCESS)
+		sd_debug("%016" PRIx64 " op 0x%02x epoch %" PRIu32 ": %s", io->oid, io->opcode,
+			 last_epoch, sd_strerror(ret));
+	if (ret == SD_RES_NETWORK || ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER)
+		ret = SD_RES_EIO; /* clients know nothing of peers */
+	return ret;
+}
+
+int gateway_obj_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int copies)
+{
+	struct gw_io io = { SD_OP_READ_PEER, oid, buf, len, off, true, copies };
+
+	return do_io(&io);
+}
+
+int gateway_obj_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool create,
+		      int copies)
+{
+	uint8_t op = create ? SD_OP_CREATE_AND_WRITE_PEER : SD_OP_WRITE_PEER;
+	struct gw_io io = { op, oid, (void *)buf, len, off, true, copies };
+
+	return do_io(&io);
+}
+
+int gateway_obj_remove(uint64_t oid, int copies)
+{
+	struct gw_io io = { SD_OP_REMOVE_PEER, oid, NULL, 0, 0, true, copies };
+
+	return do_io(&io);
+}
+
+/*
+ * The size of oid's object, and whether a client may write it. A VDI that
+ * another node just created may not be applied here yet: a write waits for
+ * it a little.
+ */
 static int check_object(const struct sd_req *rq, bool write)
 {
 	uint64_t oid = rq->obj.oid, size;
@@ -16,6 +254,10 @@ static int check_object(const struct sd_req *rq, bool write)
 	bool snapshot = false;
 	int ret = vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot);
 
+	for (int i = 0; ret == SD_RES_NO_VDI && write && i < 100; i++) {
+		sleep_ms(10);
+		ret = vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot);
+	}
 	if (ret && write)
 		return ret;
 	size = is_vdi_obj(oid) ? SD_INODE_SIZE : (UINT64_C(1) << shift);
@@ -35,11 +277,13 @@ static bool is_sync(const struct sd_req *rq)
 int gateway_read_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
+	struct gw_io io = { SD_OP_READ_PEER, rq->obj.oid, req->data, rq->data_length,
+			    rq->obj.offset, true, 0 };
 	int ret = check_object(rq, false);
 
 	if (ret)
 		return ret;
-	ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	ret = do_io(&io);
 	if (ret == SD_RES_SUCCESS)
 		req->rp.data_length = rq->data_length;
 	return ret;
@@ -54,21 +298,50 @@ static void after_write(const struct sd_req *rq)
 int gateway_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
+	struct gw_io io = { SD_OP_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
+			    rq->obj.offset, is_sync(rq), 0 };
 	int ret = check_object(rq, true);
 
 	if (ret)
 		return ret;
-	ret = sd_store->write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
-			      is_sync(rq));
+	ret = do_io(&io);
 	if (ret == SD_RES_SUCCESS)
 		after_write(rq);
+	return ret;
+}
+
+/* COW: the whole source object with the write applied, as one plain create */
+static int create_cow(const struct sd_req *rq, void *data)
+{
+	uint8_t shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	bool snapshot;
+	uint32_t size;
+	void *buf;
+	int ret;
+
+	vdi_lookup_attr(oid_to_vid(rq->obj.oid), &shift, &snapshot);
+	size = UINT32_C(1) << shift;
+	buf = malloc(size);
+	if (!buf)
+		return SD_RES_NO_MEM;
+	ret = gateway_obj_read(rq->obj.cow_oid, buf, size, 0, 0);
+	if (ret == SD_RES_SUCCESS) {
+		struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, buf, size, 0,
+				    is_sync(rq), 0 };
+		memcpy((char *)buf + rq->obj.offset, data, rq->data_length);
+		ret = do_io(&io);
+	} else {
+		ret = SD_RES_BASE_VDI_READ;
+	}
+	free(buf);
 	return ret;
 }
 
 int gateway_create_and_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
-	uint64_t cow = (rq->flags & SD_FLAG_CMD_COW) ? rq->obj.cow_oid : 0;
+	struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
+			    rq->obj.offset, is_sync(rq), 0 };
 	int ret;
 
 	/* inodes are made by NEW_VDI only */
@@ -77,14 +350,43 @@ int gateway_create_and_write_obj(struct request *req)
 	ret = check_object(rq, true);
 	if (ret)
 		return ret;
-	ret = sd_store->create_and_write(rq->obj.oid, cow, req->data, rq->data_length,
-					 rq->obj.offset, is_sync(rq));
+	if (rq->flags & SD_FLAG_CMD_COW)
+		ret = create_cow(rq, req->data);
+	else
+		ret = do_io(&io);
 	if (ret == SD_RES_SUCCESS)
 		after_write(rq);
 	return ret;
 }
 
+/* flush here and on every other node of the ring */
 int gateway_flush_vdi(struct request *req)
 {
-	return sd_store->flush();
+	struct epoch_ring *er = group_ring_get();
+	int ret = sd_store->flush();
+
+	if (!er)
+		return ret;
+	for (int i = 0; i < er->ring.nr_nodes; i++) {
+		const struct sd_node_id *nid = &er->ring.nodes[i].nid;
+		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER,
+				     .epoch = er->epoch };
+		struct sd_rsp rsp;
+		int fd, r;
+
+		if (i == er->local_idx)
+			continue;
+		fd = peer_conn_get(nid);
+		if (fd < 0)
+			continue; /* a dead node has nothing left to flush */
+		r = peer_send(fd, &rq, NULL);
+		if (!r)
+			r = peer_recv(fd, &rsp, NULL, 0);
+		peer_conn_put(nid, fd, r == 0);
+		if (!r && rsp.result != SD_RES_SUCCESS && ret == SD_RES_SUCCESS &&
+		    rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER)
+			ret = rsp.result;
+	}
+	group_ring_put(er);
+	return ret;
 }

@@ -33,6 +33,66 @@ struct sheep_disk_config {
 static struct cluster_state cs;
 static struct sd_node self_node;
 static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct cluster_driver *driver;
+static struct epoch_ring *cur_ring; /* under cs_lock */
+
+/* caller holds cs_lock: a new ring for the current members and epoch */
+static void rebuild_ring(void)
+{
+	struct epoch_ring *er = calloc(1, sizeof(*er));
+
+	if (!er || ring_build(&er->ring, cs.nodes, cs.nr_nodes)) {
+		sd_err("cannot build the ring of epoch %" PRIu32, cs.epoch);
+		free(er);
+		return;
+	}
+	er->refcnt = 1;
+	er->epoch = cs.epoch;
+	er->local_idx = ring_find_node(&er->ring, &self_node.nid);
+	if (cur_ring)
+		group_ring_put(cur_ring);
+	cur_ring = er;
+}
+
+struct epoch_ring *group_ring_get(void)
+{
+	struct epoch_ring *er;
+
+	pthread_mutex_lock(&cs_lock);
+	er = cur_ring;
+	if (er)
+		__atomic_add_fetch(&er->refcnt, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&cs_lock);
+	return er;
+}
+
+void group_ring_put(struct epoch_ring *er)
+{
+	if (er && __atomic_sub_fetch(&er->refcnt, 1, __ATOMIC_ACQ_REL) == 0) {
+		ring_free(&er->ring);
+		free(er);
+	}
+}
+
+uint32_t group_epoch(void)
+{
+	uint32_t e;
+
+	pthread_mutex_lock(&cs_lock);
+	e = cs.epoch;
+	pthread_mutex_unlock(&cs_lock);
+	return e;
+}
+
+const struct sd_node_id *group_self(void)
+{
+	return &self_node.nid;
+}
+
+int group_notify(const void *msg, size_t len)
+{
+	return driver ? driver->notify(msg, len) : -ENOTCONN;
+}
 
 static void path_of(char *buf, size_t len, const char *name)
 {
@@ -173,12 +233,14 @@ static void update_members(const struct sd_node *members, int nr)
 			cs.epoch++;
 		sd_info("epoch %" PRIu32 ", %d nodes", cs.epoch, nr);
 	}
+	rebuild_ring();
 	pthread_mutex_unlock(&cs_lock);
 }
 
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 {
 	self_node = *me;
+	driver = drv;
 	return drv->join(me);
 }
 
@@ -200,10 +262,10 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
 {
-	/* no cluster messages yet: every operation is applied locally */
+	ordered_deliver(msg, len, cs.nr_nodes);
 }
 
-int group_format(uint64_t ctime, uint8_t copies, uint8_t shift)
+int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 {
 	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
 	char path[4200];
@@ -215,9 +277,9 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift)
 		goto out_unlock;
 	}
 	if (copies == 0)
-		copies = (uint8_t)min_t(int, 3, cs.nr_nodes);
-	if (copies > cs.nr_nodes || copies > SD_MAX_COPIES) {
-		sd_err("format with %u copies refused: %d node(s)", copies, cs.nr_nodes);
+		copies = (uint8_t)min_t(int, 3, nr_members);
+	if (copies > nr_members || copies > SD_MAX_COPIES) {
+		sd_err("format with %u copies refused: %d node(s)", copies, nr_members);
 		ret = copies > SD_MAX_COPIES ? SD_RES_INVALID_PARMS : SD_RES_TOO_FEW_NODES;
 		goto out_unlock;
 	}
@@ -245,6 +307,7 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift)
 	cs.copies = copies;
 	cs.block_size_shift = shift;
 	cs.epoch = 1;
+	rebuild_ring();
 	sd_info("cluster formatted: %u copies, epoch 1", copies);
 	ret = SD_RES_SUCCESS;
 out_unlock:

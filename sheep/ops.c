@@ -23,7 +23,8 @@ static int op_make_fs(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
 
-	return group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.block_size_shift);
+	return group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.block_size_shift,
+			    req->nr_members);
 }
 
 static int op_stat_cluster(struct request *req)
@@ -103,20 +104,28 @@ static const struct sd_op_template ops[] = {
 	{ "WRITE_OBJ", SD_OP_WRITE_OBJ, OP_IO, false, gateway_write_obj },
 	{ "FLUSH_VDI", SD_OP_FLUSH_VDI, OP_IO, false, gateway_flush_vdi },
 	/* public, the VDI namespace */
-	{ "NEW_VDI", SD_OP_NEW_VDI, OP_CLUSTER, false, vdi_op_new },
-	{ "LOCK_VDI", SD_OP_LOCK_VDI, OP_CLUSTER, false, vdi_op_lock },
-	{ "RELEASE_VDI", SD_OP_RELEASE_VDI, OP_CLUSTER, false, vdi_op_release },
+	{ "NEW_VDI", SD_OP_NEW_VDI, OP_ORDERED, false, vdi_op_new },
+	{ "LOCK_VDI", SD_OP_LOCK_VDI, OP_ORDERED, false, vdi_op_lock },
+	{ "RELEASE_VDI", SD_OP_RELEASE_VDI, OP_ORDERED, false, vdi_op_release },
 	{ "GET_VDI_INFO", SD_OP_GET_VDI_INFO, OP_CLUSTER, false, vdi_op_get_info },
 	{ "READ_VDIS", SD_OP_READ_VDIS, OP_CLUSTER, false, vdi_op_read_vdis },
-	{ "DEL_VDI", SD_OP_DEL_VDI, OP_CLUSTER, false, vdi_op_del },
+	{ "DEL_VDI", SD_OP_DEL_VDI, OP_ORDERED, false, vdi_op_del },
 	{ "GET_CLUSTER_DEFAULT", SD_OP_GET_CLUSTER_DEFAULT, OP_MAIN, false,
 	  op_get_cluster_default },
 	/* internal, admin */
-	{ "MAKE_FS", SD_OP_MAKE_FS, OP_CLUSTER, true, op_make_fs },
+	{ "MAKE_FS", SD_OP_MAKE_FS, OP_ORDERED, true, op_make_fs },
 	{ "STAT_CLUSTER", SD_OP_STAT_CLUSTER, OP_CLUSTER, true, op_stat_cluster },
 	{ "GET_NODE_LIST", SD_OP_GET_NODE_LIST, OP_MAIN, true, op_get_node_list },
 	{ "STAT_SHEEP", SD_OP_STAT_SHEEP, OP_IO, true, op_stat_sheep },
 	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_MAIN, true, op_shutdown },
+	/* internal, peer object I/O (gateway to replica) */
+	{ "READ_PEER", SD_OP_READ_PEER, OP_PEER, false, peer_op_read },
+	{ "WRITE_PEER", SD_OP_WRITE_PEER, OP_PEER, false, peer_op_write },
+	{ "CREATE_AND_WRITE_PEER", SD_OP_CREATE_AND_WRITE_PEER, OP_PEER, false,
+	  peer_op_create_and_write },
+	{ "REMOVE_PEER", SD_OP_REMOVE_PEER, OP_PEER, false, peer_op_remove },
+	{ "FLUSH_PEER", SD_OP_FLUSH_PEER, OP_PEER, false, peer_op_flush },
+	{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, OP_PEER, false, peer_op_get_obj_list },
 	/* internal, the tracer: main thread, it stops every other thread */
 	{ "TRACE_START", SD_OP_TRACE_START, OP_MAIN, true, op_trace },
 	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },

@@ -274,6 +274,14 @@ static void dispatch(struct request *req)
 		req->work.done = work_done;
 		wq_queue(cluster_wq, &req->work);
 		break;
+	case OP_ORDERED:
+		ordered_submit(req);
+		break;
+	case OP_PEER:
+		req->work.fn = do_work;
+		req->work.done = work_done;
+		wq_queue(peer_wq, &req->work);
+		break;
 	}
 }
 

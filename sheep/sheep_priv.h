@@ -4,10 +4,12 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "internal_proto.h"
 #include "list.h"
+#include "ring.h"
 #include "logger.h"
 #include "util.h"
 #include "work.h"
@@ -24,14 +26,21 @@ struct request {
 	const struct sd_op_template *op;
 	struct client_info *ci;
 	struct work work;
-	struct list_node node; /* in the client's reply queue */
+	struct list_node node; /* in the client's reply queue, or ordered.c's pending list */
 	uint64_t start_ns;
+	/* ordered ops (ordered.c) */
+	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
+	int nr_members;	 /* cluster size when the op was delivered */
+	uint64_t token;	 /* names the request in its broadcast */
 };
 
 enum op_type {
 	OP_MAIN,    /* runs on the main thread: cheap, never blocks */
 	OP_IO,      /* object I/O on the io queue */
-	OP_CLUSTER, /* state changes, serialised on the cluster queue */
+	OP_CLUSTER, /* state reads, serialised on the cluster queue */
+	OP_ORDERED, /* state changes: broadcast through the cluster driver, applied
+		       in the driver's total order on every node's cluster queue */
+	OP_PEER,    /* sheep-to-sheep object I/O on the peer queue */
 };
 
 /*
@@ -65,7 +74,7 @@ struct sheep_config {
 	bool shutting_down;
 };
 extern struct sheep_config sys;
-extern struct work_queue *io_wq, *cluster_wq;
+extern struct work_queue *io_wq, *cluster_wq, *peer_wq;
 void sheep_request_shutdown(void);
 
 /* group.c: cluster state, epochs, membership */
@@ -84,13 +93,53 @@ struct cluster_driver;
 /* join the cluster through drv as me: 0 or -errno */
 int group_join(const struct cluster_driver *drv, const struct sd_node *me);
 /* 0 or -errno: make the cluster formatted with copies (0: default) */
-int group_format(uint64_t ctime, uint8_t copies, uint8_t shift);
+/* nr_members: the cluster's size when the format was delivered */
+int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members);
 void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
 uint8_t group_copies(void);
 int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
+uint32_t group_epoch(void);
+/* this node's id */
+const struct sd_node_id *group_self(void);
+/* broadcast msg through the cluster driver: 0 or -errno */
+int group_notify(const void *msg, size_t len);
+/*
+ * The placement ring of one epoch, shared by reference: it stays valid
+ * until put, whatever membership does meanwhile.
+ */
+struct epoch_ring {
+	int refcnt;
+	uint32_t epoch;
+	int local_idx; /* this node in ring.nodes, or -1 */
+	struct sd_ring ring;
+};
+struct epoch_ring *group_ring_get(void);
+void group_ring_put(struct epoch_ring *er);
+
+/* ordered.c: cluster operations in the driver's total order */
+/* main thread: broadcast req; it is answered once applied here */
+void ordered_submit(struct request *req);
+/* main thread, from sd_notify_handler: apply a delivered op */
+void ordered_deliver(const void *msg, size_t len, int nr_members);
+
+/* peer.c: sheep-to-sheep requests and the connection cache */
+int peer_op_read(struct request *req);
+int peer_op_write(struct request *req);
+int peer_op_create_and_write(struct request *req);
+int peer_op_remove(struct request *req);
+int peer_op_flush(struct request *req);
+int peer_op_get_obj_list(struct request *req);
+/* a connected blocking socket to nid from the cache, or -errno */
+int peer_conn_get(const struct sd_node_id *nid);
+/* give fd back (ok) or close it (!ok: the stream may be out of step) */
+void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
+/* send a request (and its payload when WRITE): 0 or -errno */
+int peer_send(int fd, const struct sd_req *hdr, const void *data);
+/* read a response and up to rlen payload bytes into data: 0 or -errno */
+int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen);
 
 /* vdi.c: the VDI namespace */
 int vdi_init(void);
@@ -102,6 +151,8 @@ int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
 /* what an object op needs to know about a vid; SD_RES_NO_VDI if unknown */
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
+/* the VDI's copies, 0 if unknown */
+int vdi_copies(uint32_t vid);
 /* the header of an inode changed on disk: refresh the cached state */
 void vdi_header_updated(uint32_t vid);
 /* remove every VDI's state (after format) */
@@ -112,5 +163,13 @@ int gateway_read_obj(struct request *req);
 int gateway_write_obj(struct request *req);
 int gateway_create_and_write_obj(struct request *req);
 int gateway_flush_vdi(struct request *req);
+/*
+ * Object I/O on the replicas for the daemon's own use (inodes): copies 0
+ * means the VDI's or the cluster's. SD_RES_*.
+ */
+int gateway_obj_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int copies);
+int gateway_obj_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool create,
+		      int copies);
+int gateway_obj_remove(uint64_t oid, int copies);
 
 #endif

@@ -8,8 +8,12 @@
  * snapshots, and a deleted VDI keeps its bit (its inode loses its name) so
  * that the probe chain stays unbroken.
  *
- * Every operation that changes the namespace runs on the single-threaded
- * cluster queue; object I/O threads only read the cache, under the rwlock.
+ * Every operation that changes the namespace is an ordered op (ordered.c):
+ * every node applies it, in the cluster's total order, on its
+ * single-threaded cluster queue, so the caches agree everywhere. Only the
+ * node that received the request (req->remote false) writes inodes, through
+ * the gateway, which replicates them like data. Object I/O threads only
+ * read the cache, under the rwlock.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,14 +86,30 @@ static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
 	s->size = h->vdi_size;
 }
 
-static int read_header(uint32_t vid, struct sd_inode_header *h)
+static int read_local_header(uint32_t vid, struct sd_inode_header *h)
 {
 	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
 }
 
-static int write_header(uint32_t vid, const struct sd_inode_header *h)
+/*
+ * The copies of vid's objects. Caller holds the lock: the gateway must be
+ * given the copies, since looking them up itself would take the lock again.
+ */
+static int copies_of(uint32_t vid)
 {
-	return sd_store->write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, true);
+	struct vdi_state *s = lookup_vid(vid);
+
+	return s && s->nr_copies ? s->nr_copies : group_copies();
+}
+
+static int read_header(uint32_t vid, struct sd_inode_header *h, int copies)
+{
+	return gateway_obj_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, copies);
+}
+
+static int write_header(uint32_t vid, const struct sd_inode_header *h, int copies)
+{
+	return gateway_obj_write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, false, copies);
 }
 
 static int load_one(uint64_t oid, void *arg)
@@ -100,7 +120,7 @@ static int load_one(uint64_t oid, void *arg)
 
 	if (!is_vdi_obj(oid))
 		return 0;
-	if (read_header(vid, h) != SD_RES_SUCCESS) {
+	if (read_local_header(vid, h) != SD_RES_SUCCESS) {
 		sd_err("inode %016" PRIx64 " is unreadable; vid %06" PRIx32 " stays reserved", oid,
 		       vid);
 		sd_vid_set(vdi_bitmap, vid);
@@ -146,6 +166,19 @@ int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 	return ret;
 }
 
+int vdi_copies(uint32_t vid)
+{
+	struct vdi_state *s;
+	int copies = 0;
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	s = lookup_vid(vid);
+	if (s)
+		copies = s->nr_copies;
+	pthread_rwlock_unlock(&vdi_lock);
+	return copies;
+}
+
 void vdi_header_updated(uint32_t vid)
 {
 	struct sd_inode_header *h = malloc(sizeof(*h));
@@ -153,7 +186,10 @@ void vdi_header_updated(uint32_t vid)
 
 	if (!h)
 		return;
-	if (read_header(vid, h) == SD_RES_SUCCESS) {
+	pthread_rwlock_rdlock(&vdi_lock);
+	int copies = copies_of(vid);
+	pthread_rwlock_unlock(&vdi_lock);
+	if (read_header(vid, h, copies) == SD_RES_SUCCESS) {
 		pthread_rwlock_wrlock(&vdi_lock);
 		s = lookup_vid(vid);
 		if (s) {
@@ -237,7 +273,8 @@ static int create_inode(const struct sd_inode *inode, bool has_map)
 {
 	uint32_t len = has_map ? SD_INODE_SIZE : SD_INODE_HEADER_SIZE;
 
-	return sd_store->create_and_write(vid_to_vdi_oid(inode->vdi_id), 0, inode, len, 0, true);
+	return gateway_obj_write(vid_to_vdi_oid(inode->vdi_id), inode, len, 0, true,
+				 inode->nr_copies);
 }
 
 static bool map_is_empty(const struct sd_inode *inode)
@@ -305,8 +342,9 @@ int vdi_op_new(struct request *req)
 	}
 	if (copies == 0)
 		copies = base ? base->nr_copies : group_copies();
-	if (copies > group_nr_nodes()) {
-		sd_err("vdi %s: %u copies asked, %d node(s)", name, copies, group_nr_nodes());
+	/* a VDI never claims more copies than there are nodes to hold them */
+	if (copies > req->nr_members) {
+		sd_err("vdi %s: %u copies asked, %d node(s)", name, copies, req->nr_members);
 		ret = SD_RES_TOO_FEW_NODES;
 		goto out_unlock;
 	}
@@ -316,14 +354,16 @@ int vdi_op_new(struct request *req)
 		goto out_unlock;
 	}
 
-	inode = calloc(1, sizeof(*inode));
+	/* a remote copy changes the cache only: it needs no map */
+	inode = calloc(1, req->remote ? SD_INODE_HEADER_SIZE : sizeof(*inode));
 	parent_hdr = malloc(SD_INODE_HEADER_SIZE);
 	if (!inode || !parent_hdr) {
 		ret = SD_RES_NO_MEM;
 		goto out_unlock;
 	}
-	if (base) {
-		ret = sd_store->read(vid_to_vdi_oid(base->vid), inode, SD_INODE_SIZE, 0);
+	if (base && !req->remote) {
+		ret = gateway_obj_read(vid_to_vdi_oid(base->vid), inode, SD_INODE_SIZE, 0,
+				       copies_of(base->vid));
 		if (ret) {
 			ret = SD_RES_BASE_VDI_READ;
 			goto out_unlock;
@@ -340,36 +380,40 @@ int vdi_op_new(struct request *req)
 	inode->vdi_id = vid;
 	inode->parent_vdi_id = parent_vid;
 
-	/* the new inode first: a crash in between leaves the old one untouched */
-	ret = create_inode(inode, base && !map_is_empty(inode));
-	if (ret)
-		goto out_unlock;
 	s = get_state(vid);
 	if (!s) {
 		ret = SD_RES_NO_MEM;
 		goto out_unlock;
 	}
+	/* the new inode first: a crash in between leaves the old one untouched */
+	if (!req->remote) {
+		ret = create_inode(inode, base && !map_is_empty(inode));
+		if (ret)
+			goto out_unlock;
+	}
 	fill_state(s, (const struct sd_inode_header *)inode);
 	sd_vid_set(vdi_bitmap, vid);
 
 	if (parent_vid) {
-		ret = read_header(parent_vid, parent_hdr);
-		if (!ret) {
-			if (snapshot && cur)
-				parent_hdr->snap_ctime = now_ctime();
-			add_child(parent_hdr, vid);
-			ret = write_header(parent_vid, parent_hdr);
-		}
-		if (ret) {
-			sd_err("cannot update the parent %06" PRIx32 " of %06" PRIx32, parent_vid,
-			       vid);
-			ret = SD_RES_BASE_VDI_WRITE;
-			goto out_unlock;
-		}
 		struct vdi_state *ps = lookup_vid(parent_vid);
-		bool locked = ps->locked;
-		fill_state(ps, parent_hdr);
-		ps->locked = locked;
+
+		if (!req->remote) {
+			ret = read_header(parent_vid, parent_hdr, copies_of(parent_vid));
+			if (!ret) {
+				if (snapshot && cur)
+					parent_hdr->snap_ctime = now_ctime();
+				add_child(parent_hdr, vid);
+				ret = write_header(parent_vid, parent_hdr, copies_of(parent_vid));
+			}
+			if (ret) {
+				sd_err("cannot update the parent %06" PRIx32 " of %06" PRIx32,
+				       parent_vid, vid);
+				ret = SD_RES_BASE_VDI_WRITE;
+				goto out_unlock;
+			}
+		}
+		if (snapshot && cur)
+			ps->snapshot = true;
 		/* the client that had the working VDI open now writes to the new one */
 		if (snapshot && cur && ps->locked) {
 			ps->locked = false;
@@ -425,8 +469,8 @@ static int mark_shared(struct remove_ctx *ctx, uint32_t *map)
 		for (struct vdi_state *s = vdi_hash[b]; s; s = s->hnext) {
 			if (s->vid == ctx->vid || s->deleted || !descends_from(s, ctx->vid))
 				continue;
-			if (sd_store->read(vid_to_vdi_oid(s->vid), map, 4 * MAX_DATA_OBJS,
-					   SD_INODE_HEADER_SIZE))
+			if (gateway_obj_read(vid_to_vdi_oid(s->vid), map, 4 * MAX_DATA_OBJS,
+					     SD_INODE_HEADER_SIZE, copies_of(s->vid)))
 				return SD_RES_EIO;
 			for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
 				if (map[i] == ctx->vid)
@@ -470,14 +514,19 @@ int vdi_op_del(struct request *req)
 	ret = mark_shared(&ctx, map);
 	if (ret)
 		goto out_unlock;
-	/* the name goes first: a crash in between leaves garbage, never a half VDI */
-	ret = read_header(s->vid, h);
-	if (ret)
-		goto out_unlock;
-	memset(h->name, 0, sizeof(h->name));
-	ret = write_header(s->vid, h);
-	if (ret)
-		goto out_unlock;
+	/*
+	 * The name goes first: a crash in between leaves garbage, never a half
+	 * VDI. Every node then removes its own replicas of the unshared objects.
+	 */
+	if (!req->remote) {
+		ret = read_header(s->vid, h, copies_of(s->vid));
+		if (ret)
+			goto out_unlock;
+		memset(h->name, 0, sizeof(h->name));
+		ret = write_header(s->vid, h, copies_of(s->vid));
+		if (ret)
+			goto out_unlock;
+	}
 	s->deleted = true;
 	s->name[0] = '\0';
 	sd_store->for_each(remove_unshared, &ctx);
