@@ -1,7 +1,8 @@
 /*
  * The plain store: one file per object under DIR/obj, named by the oid in
  * 16 hex digits. New objects are written to a temporary file and renamed
- * into place, so an object appears whole or not at all.
+ * into place, so an object appears whole or not at all. DIR/obj/.stale
+ * keeps the objects that a rejoining node set aside (store.h, stale_all).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -271,6 +272,52 @@ static int plain_stat(struct store_stat *st)
 	return SD_RES_SUCCESS;
 }
 
+#define STALE_DIR ".stale"
+
+static int stale_one(uint64_t oid, void *arg)
+{
+	uint64_t *nr = arg;
+	struct obj_name n = obj_name(oid);
+	char to[32];
+
+	snprintf(to, sizeof(to), STALE_DIR "/%s", n.s);
+	if (renameat(obj_dir_fd, n.s, obj_dir_fd, to) < 0) {
+		sd_err("cannot set %016" PRIx64 " aside: %m", oid);
+		return SD_RES_EIO;
+	}
+	(*nr)++;
+	return 0;
+}
+
+static int plain_stale_all(uint64_t *nr)
+{
+	int ret;
+
+	*nr = 0;
+	if (mkdirat(obj_dir_fd, STALE_DIR, 0755) < 0 && errno != EEXIST) {
+		sd_err("cannot create %s/" STALE_DIR ": %m", obj_dir);
+		return SD_RES_EIO;
+	}
+	ret = plain_for_each(stale_one, nr);
+	if (!ret && fsync(obj_dir_fd) < 0)
+		ret = SD_RES_EIO;
+	return ret;
+}
+
+static int plain_read_stale(uint64_t oid, void *buf, uint32_t len, uint64_t off)
+{
+	char path[32];
+	int fd, ret;
+
+	snprintf(path, sizeof(path), STALE_DIR "/%s", obj_name(oid).s);
+	fd = openat(obj_dir_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_to_res(errno);
+	ret = sd_pread_full(fd, buf, len, off);
+	close(fd);
+	return ret ? err_to_res(-ret) : SD_RES_SUCCESS;
+}
+
 static const struct store_driver plain_store = {
 	.name = "plain",
 	.init = plain_init,
@@ -282,6 +329,8 @@ static const struct store_driver plain_store = {
 	.flush = plain_flush,
 	.for_each = plain_for_each,
 	.stat = plain_stat,
+	.stale_all = plain_stale_all,
+	.read_stale = plain_read_stale,
 };
 
 store_driver_register(plain_store);

@@ -14,6 +14,12 @@
  * - remove: SD_RES_NO_OBJ if absent.
  * - flush: make every earlier write durable.
  * - for_each: call fn for every stored object; stop at the first non-zero.
+ * - stale_all: set every stored object aside as stale (a node that rejoins
+ *   cannot know which of its objects missed writes). Stale objects are not
+ *   read, listed or served; *nr says how many were set aside. A stale copy
+ *   replaces an older stale copy of the same object.
+ * - read_stale: read a stale copy, as read; recovery's last resort when no
+ *   live node has the object.
  */
 #ifndef STORE_H
 #define STORE_H
@@ -37,6 +43,8 @@ struct store_driver {
 	int (*flush)(void);
 	int (*for_each)(int (*fn)(uint64_t oid, void *arg), void *arg);
 	int (*stat)(struct store_stat *st);
+	int (*stale_all)(uint64_t *nr);
+	int (*read_stale)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
 };
 
 void store_register(const struct store_driver *drv);
