@@ -1,5 +1,5 @@
 /*
- * collie node: list, info.
+ * collie node: list, info, recovery.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,8 +121,72 @@ static int node_info(int argc, char **argv)
 	return failed;
 }
 
+static const char *recovery_state(uint32_t state)
+{
+	switch (state) {
+	case SD_RECOVERY_DONE:
+		return "done";
+	case SD_RECOVERY_RUNNING:
+		return "running";
+	case SD_RECOVERY_JOINING:
+		return "joining";
+	default:
+		return "unknown";
+	}
+}
+
+static int node_recovery(int argc, char **argv)
+{
+	struct sd_node *nodes;
+	uint32_t nr, local_idx;
+	char addr[64];
+	int ret, failed = EXIT_OK;
+
+	ret = get_nodes(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	if (!opts.raw)
+		printf("  Id   Host:Port                Epoch  State      Fetched    Total   Failed\n");
+	for (uint32_t i = 0; i < nr; i++) {
+		struct sd_recovery_info info;
+		struct sd_req hdr;
+		struct sd_rsp rsp;
+		char host[64];
+
+		memset(&info, 0, sizeof(info));
+		collie_node_host(&nodes[i], host, sizeof(host));
+		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
+		collie_init_req(&hdr, SD_OP_STAT_RECOVERY);
+		hdr.data_length = sizeof(info);
+		if (collie_exec_at(host, nodes[i].nid.port, &hdr, &info, 0, sizeof(info), &rsp)) {
+			failed = EXIT_SYSFAIL;
+			continue;
+		}
+		if (rsp.result != SD_RES_SUCCESS) {
+			collie_err("failed to get the recovery of node %u: %s", i,
+				   sd_strerror((int)rsp.result));
+			failed = collie_exit_code((int)rsp.result);
+			continue;
+		}
+		if (opts.raw)
+			printf("%u %s %u %s %llu %llu %llu\n", i, addr, info.epoch,
+			       recovery_state(info.state), (unsigned long long)info.nr_done,
+			       (unsigned long long)info.nr_total,
+			       (unsigned long long)info.nr_failed);
+		else
+			printf("%4u   %-24s %5u  %-8s %9llu %8llu %8llu\n", i, addr, info.epoch,
+			       recovery_state(info.state), (unsigned long long)info.nr_done,
+			       (unsigned long long)info.nr_total,
+			       (unsigned long long)info.nr_failed);
+	}
+	free(nodes);
+	return failed;
+}
+
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
 	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
+	{ "recovery", "", OPT_RAW, "show each node's recovery: epoch, state, objects fetched",
+	  node_recovery, NULL, 0, 0 },
 	{ NULL },
 };

@@ -18,6 +18,7 @@
 #define SD_OP_GET_NODE_LIST 0x82 /* rsp.node.nr_nodes/local_idx, payload: struct sd_node[] */
 #define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
 #define SD_OP_SHUTDOWN 0x84	/* stop the daemon (the whole cluster once it has peers) */
+#define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
 
 /*
  * peer operations (sheep -> sheep): the gateway's requests to the replica
@@ -34,6 +35,13 @@
 #define SD_OP_REMOVE_PEER 0xA3
 #define SD_OP_FLUSH_PEER 0xA4
 #define SD_OP_GET_OBJ_LIST 0xA5
+/*
+ * FETCH_PEER: recovery reads a whole object from a node that stores it. No
+ * epoch check (recovery copies what is stored, whatever the epoch) and its
+ * own queue on the peer: it never waits on another node, so recovery that
+ * runs inside a peer write can never deadlock two nodes.
+ */
+#define SD_OP_FETCH_PEER 0xA6
 
 /* trace operations (collie debug trace ...); payload formats in trace.h of sheep */
 #define SD_OP_TRACE_START 0xB0
@@ -93,6 +101,19 @@ struct sd_node_info {
 	uint64_t nr_objects;
 	uint32_t epoch;
 	uint32_t pad;
+};
+
+/* payload of SD_OP_STAT_RECOVERY: this node's recovery */
+#define SD_RECOVERY_DONE 0    /* every object that the epoch's ring gives it is here */
+#define SD_RECOVERY_RUNNING 1 /* fetching objects */
+#define SD_RECOVERY_JOINING 2 /* learning the cluster's state from a member */
+struct sd_recovery_info {
+	uint32_t epoch; /* the epoch being (or last) recovered */
+	uint32_t state;
+	uint64_t nr_total;  /* objects to fetch for that epoch */
+	uint64_t nr_done;   /* fetched */
+	uint64_t nr_failed; /* no node had them; retried on the next epoch */
+	uint64_t nr_stale;  /* objects held from before a rejoin, not served */
 };
 
 /*

@@ -61,7 +61,7 @@ static int local_io(const struct gw_io *io)
 	case SD_OP_READ_PEER:
 		return sd_store->read(io->oid, io->buf, io->len, io->off);
 	case SD_OP_WRITE_PEER:
-		return sd_store->write(io->oid, io->buf, io->len, io->off, io->sync);
+		return recovery_write(io->oid, io->buf, io->len, io->off, io->sync);
 	case SD_OP_CREATE_AND_WRITE_PEER:
 		return sd_store->create_and_write(io->oid, 0, io->buf, io->len, io->off, io->sync);
 	case SD_OP_REMOVE_PEER:
@@ -102,6 +102,8 @@ static int remote_io(const struct epoch_ring *er, int node, const struct gw_io *
 	if (!ret)
 		ret = peer_recv(fd, &rsp, io->buf, io->opcode == SD_OP_READ_PEER ? io->len : 0);
 	peer_conn_put(nid, fd, ret == 0);
+	if (ret) /* the other idle sockets to it are likely dead too */
+		peer_conn_drop(nid);
 	return ret ? SD_RES_NETWORK : (int)rsp.result;
 }
 

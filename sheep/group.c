@@ -212,10 +212,16 @@ static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *
 	return true;
 }
 
-/* membership changed: a new epoch when formatted and the list differs */
-static void update_members(const struct sd_node *members, int nr)
+/*
+ * Membership changed: a new epoch when formatted and the list differs.
+ * While this node is joining, its epoch is not its own to count: only the
+ * list is kept, and group_adopt() sets the epoch it learned from a member.
+ * True when a new epoch began.
+ */
+static bool update_members(const struct sd_node *members, int nr)
 {
 	struct sd_epoch_log last;
+	bool changed = false;
 
 	pthread_mutex_lock(&cs_lock);
 	cs.nr_nodes = nr;
@@ -224,17 +230,21 @@ static void update_members(const struct sd_node *members, int nr)
 	for (int i = 0; i < nr; i++)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
-	if (cs.formatted && (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
-			     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
+	if (cs.formatted && !cs.joining &&
+	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
+	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
 		int ret = write_epoch_log(cs.epoch + 1, members, nr);
-		if (ret)
+		if (ret) {
 			sd_err("cannot store epoch %" PRIu32 ": %s", cs.epoch + 1, strerror(-ret));
-		else
+		} else {
 			cs.epoch++;
+			changed = true;
+		}
 		sd_info("epoch %" PRIu32 ", %d nodes", cs.epoch, nr);
 	}
 	rebuild_ring();
 	pthread_mutex_unlock(&cs_lock);
+	return changed;
 }
 
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
@@ -246,7 +256,17 @@ int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 
 void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
-	update_members(members, nr);
+	/* joining a cluster that runs: learn its state before serving */
+	if (!memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid)) && nr > 1) {
+		pthread_mutex_lock(&cs_lock);
+		cs.joining = true;
+		pthread_mutex_unlock(&cs_lock);
+		update_members(members, nr);
+		recovery_join();
+		return;
+	}
+	if (update_members(members, nr))
+		recovery_kick();
 }
 
 void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
@@ -257,7 +277,8 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 		sheep_request_shutdown();
 		return;
 	}
-	update_members(members, nr);
+	if (update_members(members, nr))
+		recovery_kick();
 }
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
@@ -320,6 +341,68 @@ void group_get_state(struct cluster_state *out)
 	pthread_mutex_lock(&cs_lock);
 	*out = cs;
 	pthread_mutex_unlock(&cs_lock);
+}
+
+bool group_is_joining(void)
+{
+	return __atomic_load_n(&cs.joining, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Take the state that member answered (rsp: STAT_CLUSTER's cinfo, logs[n]
+ * newest first) as this node's: its format, epoch and epoch history. Only
+ * when the member's newest epoch has the very node list that this node
+ * sees now (-EAGAIN otherwise: one of the two has not caught up yet).
+ * -EINVAL when the member belongs to another cluster (another format).
+ */
+int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
+{
+	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
+	char path[4200];
+	int ret = 0;
+
+	pthread_mutex_lock(&cs_lock);
+	if (rsp->cinfo.status != SD_STATUS_OK) {
+		/* the cluster is not formatted (yet): nothing to learn */
+		if (cs.formatted) {
+			ret = -EINVAL;
+			goto out_unlock;
+		}
+		goto out_joined;
+	}
+	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
+	    !same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
+		ret = -EAGAIN;
+		goto out_unlock;
+	}
+	if (cs.formatted && cs.ctime != rsp->cinfo.ctime) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	for (int i = 0; i < n && !ret; i++)
+		ret = write_epoch_log(logs[i].epoch, logs[i].nodes, (int)logs[i].nr_nodes);
+	if (!ret && !cs.formatted) {
+		cfg.ctime = rsp->cinfo.ctime;
+		cfg.copies = rsp->cinfo.copies;
+		cfg.block_size_shift = rsp->cinfo.block_size_shift;
+		path_of(path, sizeof(path), "config");
+		ret = write_file_atomic(path, &cfg, sizeof(cfg));
+	}
+	if (ret)
+		goto out_unlock;
+	cs.formatted = true;
+	cs.ctime = rsp->cinfo.ctime;
+	cs.copies = rsp->cinfo.copies;
+	cs.block_size_shift = rsp->cinfo.block_size_shift;
+	cs.epoch = rsp->cinfo.epoch;
+	rebuild_ring();
+	sd_info("joined the cluster at epoch %" PRIu32 ", %d nodes, copies %u", cs.epoch,
+		cs.nr_nodes, cs.copies);
+out_joined:
+	__atomic_store_n(&cs.joining, false, __ATOMIC_RELEASE);
+out_unlock:
+	pthread_mutex_unlock(&cs_lock);
+	return ret;
 }
 
 bool group_is_formatted(void)

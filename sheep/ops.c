@@ -118,6 +118,7 @@ static const struct sd_op_template ops[] = {
 	{ "GET_NODE_LIST", SD_OP_GET_NODE_LIST, OP_MAIN, true, op_get_node_list },
 	{ "STAT_SHEEP", SD_OP_STAT_SHEEP, OP_IO, true, op_stat_sheep },
 	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_MAIN, true, op_shutdown },
+	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
 	/* internal, peer object I/O (gateway to replica) */
 	{ "READ_PEER", SD_OP_READ_PEER, OP_PEER, false, peer_op_read },
 	{ "WRITE_PEER", SD_OP_WRITE_PEER, OP_PEER, false, peer_op_write },
@@ -126,6 +127,7 @@ static const struct sd_op_template ops[] = {
 	{ "REMOVE_PEER", SD_OP_REMOVE_PEER, OP_PEER, false, peer_op_remove },
 	{ "FLUSH_PEER", SD_OP_FLUSH_PEER, OP_PEER, false, peer_op_flush },
 	{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, OP_PEER, false, peer_op_get_obj_list },
+	{ "FETCH_PEER", SD_OP_FETCH_PEER, OP_FETCH, false, recovery_op_fetch },
 	/* internal, the tracer: main thread, it stops every other thread */
 	{ "TRACE_START", SD_OP_TRACE_START, OP_MAIN, true, op_trace },
 	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },

@@ -135,6 +135,44 @@ int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen)
 	return ret;
 }
 
+void peer_conn_drop(const struct sd_node_id *nid)
+{
+	struct conn_pool *p;
+
+	pthread_mutex_lock(&pool_lock);
+	p = find_pool(nid, false);
+	while (p && p->nr_idle)
+		close(p->idle[--p->nr_idle]);
+	pthread_mutex_unlock(&pool_lock);
+}
+
+/*
+ * A failure on a cached socket may only mean that the peer restarted since
+ * (its idle sockets are all dead then): drop them and try once more on a
+ * new connection.
+ */
+int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
+		 void *rdata, struct sd_rsp *rsp)
+{
+	uint32_t rlen = (rq->flags & SD_FLAG_CMD_WRITE) ? 0 : rq->data_length;
+	int ret = 0;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int fd = peer_conn_get(nid);
+
+		if (fd < 0)
+			return fd;
+		ret = peer_send(fd, rq, wdata);
+		if (!ret)
+			ret = peer_recv(fd, rsp, rdata, rlen);
+		peer_conn_put(nid, fd, ret == 0);
+		if (!ret)
+			break;
+		peer_conn_drop(nid);
+	}
+	return ret;
+}
+
 /* the epoch and the object range of a peer request */
 static int check_peer(const struct sd_req *rq, bool has_obj)
 {
@@ -178,8 +216,8 @@ int peer_op_write(struct request *req)
 		return ret;
 	if (!(rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
-	return sd_store->write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
-			       is_sync(rq));
+	return recovery_write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
+			      is_sync(rq));
 }
 
 int peer_op_create_and_write(struct request *req)

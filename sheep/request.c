@@ -246,6 +246,9 @@ static void finish_with(struct request *req, int result)
 }
 
 /* the request is whole: run it or answer its error */
+/* client requests that came while this node was joining (main thread only) */
+static LIST_HEAD(join_waiters);
+
 static void dispatch(struct request *req)
 {
 	int ret = req->rp.result;
@@ -259,6 +262,12 @@ static void dispatch(struct request *req)
 	}
 	if (sys.shutting_down)
 		return finish_with(req, SD_RES_SHUTDOWN);
+	/* a client's request waits until this node knows the cluster it joined */
+	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
+	    recovery_is_joining()) {
+		list_add_tail(&req->node, &join_waiters);
+		return;
+	}
 	if (!req->op->force && !group_is_formatted())
 		return finish_with(req, SD_RES_WAIT_FOR_FORMAT);
 	switch (req->op->type) {
@@ -282,6 +291,23 @@ static void dispatch(struct request *req)
 		req->work.done = work_done;
 		wq_queue(peer_wq, &req->work);
 		break;
+	case OP_FETCH:
+		req->work.fn = do_work;
+		req->work.done = work_done;
+		wq_queue(fetch_wq, &req->work);
+		break;
+	}
+}
+
+void request_join_done(void)
+{
+	struct request *req, *next;
+	LIST_HEAD(waiters);
+
+	list_splice_tail_init(&join_waiters, &waiters);
+	list_for_each_entry_safe(req, next, &waiters, node) {
+		list_del(&req->node);
+		dispatch(req);
 	}
 }
 

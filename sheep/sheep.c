@@ -26,7 +26,7 @@
 #define DEFAULT_IO_THREADS 8
 
 struct sheep_config sys;
-struct work_queue *io_wq, *cluster_wq, *peer_wq;
+struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
 
 static const struct option long_options[] = {
 	{ "port", required_argument, NULL, 'p' },
@@ -303,7 +303,8 @@ int main(int argc, char **argv)
 	io_wq = wq_create("io", threads);
 	cluster_wq = wq_create("cluster", 1);
 	peer_wq = wq_create("peer", threads);
-	if (!io_wq || !cluster_wq || !peer_wq) {
+	fetch_wq = wq_create("fetch", 2);
+	if (!io_wq || !cluster_wq || !peer_wq || !fetch_wq || recovery_init()) {
 		sd_emerg("cannot start worker threads");
 		return 1;
 	}

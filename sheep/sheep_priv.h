@@ -41,6 +41,7 @@ enum op_type {
 	OP_ORDERED, /* state changes: broadcast through the cluster driver, applied
 		       in the driver's total order on every node's cluster queue */
 	OP_PEER,    /* sheep-to-sheep object I/O on the peer queue */
+	OP_FETCH,   /* recovery's object reads, on their own queue: never wait on a peer */
 };
 
 /*
@@ -63,6 +64,8 @@ const struct sd_op_template *get_sd_op(uint8_t opcode);
 int create_listen_port(const char *bind_addr, int port);
 void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
+/* the join is done: queue the client requests that waited for it */
+void request_join_done(void);
 
 /* state of the whole daemon (sheep.c) */
 struct sheep_config {
@@ -74,7 +77,7 @@ struct sheep_config {
 	bool shutting_down;
 };
 extern struct sheep_config sys;
-extern struct work_queue *io_wq, *cluster_wq, *peer_wq;
+extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
 void sheep_request_shutdown(void);
 
 /* group.c: cluster state, epochs, membership */
@@ -87,6 +90,7 @@ struct cluster_state {
 	int nr_nodes;
 	struct sd_node nodes[SD_MAX_NODES];
 	int local_idx;
+	bool joining; /* learning the state of the cluster it joined */
 };
 int group_init(void);
 struct cluster_driver;
@@ -97,6 +101,10 @@ int group_join(const struct cluster_driver *drv, const struct sd_node *me);
 int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members);
 void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
+/* true from this node's join into a running cluster until group_adopt() */
+bool group_is_joining(void);
+/* see group.c: 0, -EAGAIN (retry) or -errno */
+int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
 uint8_t group_copies(void);
 int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
@@ -136,10 +144,36 @@ int peer_op_get_obj_list(struct request *req);
 int peer_conn_get(const struct sd_node_id *nid);
 /* give fd back (ok) or close it (!ok: the stream may be out of step) */
 void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
+/* close every idle socket to nid (it restarted, or died) */
+void peer_conn_drop(const struct sd_node_id *nid);
 /* send a request (and its payload when WRITE): 0 or -errno */
 int peer_send(int fd, const struct sd_req *hdr, const void *data);
 /* read a response and up to rlen payload bytes into data: 0 or -errno */
 int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen);
+/*
+ * One request to nid on a cached connection, synchronously: wdata is sent
+ * when rq has SD_FLAG_CMD_WRITE, otherwise up to rq->data_length bytes of
+ * answer land in rdata. 0 (see rsp->result) or -errno.
+ */
+int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
+		 void *rdata, struct sd_rsp *rsp);
+
+/* recovery.c: joining a running cluster, and objects to their places */
+int recovery_init(void);
+/* main thread: this node joined a running cluster; learn its state */
+void recovery_join(void);
+/* main thread: a new epoch began; bring its objects to this node */
+void recovery_kick(void);
+/* true while this node learns the state of the cluster it joined */
+bool recovery_is_joining(void);
+/*
+ * Make sure oid is stored here before a write changes it: fetch it from a
+ * node that has it when this node should hold it but does not yet. Holds
+ * the object's recovery lock across the fetch and the write. SD_RES_*.
+ */
+int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
+int recovery_op_stat(struct request *req);
+int recovery_op_fetch(struct request *req);
 
 /* vdi.c: the VDI namespace */
 int vdi_init(void);
@@ -155,6 +189,8 @@ int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 int vdi_copies(uint32_t vid);
 /* the header of an inode changed on disk: refresh the cached state */
 void vdi_header_updated(uint32_t vid);
+/* learn the namespace from a member (a node that joined): SD_RES_* */
+int vdi_sync_from(const struct sd_node_id *nid);
 /* remove every VDI's state (after format) */
 void vdi_reset(void);
 

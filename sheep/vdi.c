@@ -605,3 +605,64 @@ int vdi_op_read_vdis(struct request *req)
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }
+
+/*
+ * A node that joined a running cluster learns the namespace from member
+ * nid: its in-use bitmap, then the header of every vid it did not know,
+ * read through the gateway (from whichever node has the inode). Runs on the
+ * cluster worker, so no ordered op is applied meanwhile. Lock state is not
+ * learned: a VDI locked elsewhere looks unlocked here.
+ */
+int vdi_sync_from(const struct sd_node_id *nid)
+{
+	struct sd_req rq = { .proto_ver = SD_PROTO_VER, .opcode = SD_OP_READ_VDIS,
+			     .data_length = SD_VDI_BITMAP_SIZE };
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	struct sd_rsp rsp;
+	int ret, nr_new = 0;
+
+	if (!h || !bitmap) {
+		ret = SD_RES_NO_MEM;
+		goto out_free;
+	}
+	ret = peer_request(nid, &rq, NULL, bitmap, &rsp);
+	if (ret) {
+		ret = SD_RES_EIO;
+		goto out_free;
+	}
+	ret = rsp.result;
+	if (ret != SD_RES_SUCCESS)
+		goto out_free;
+	memset(bitmap + rsp.data_length, 0, SD_VDI_BITMAP_SIZE - rsp.data_length);
+	for (uint32_t vid = 0; vid < SD_NR_VDIS; vid++) {
+		struct vdi_state *s;
+		int r;
+
+		if (!bitmap[vid / 8]) {
+			vid |= 7;
+			continue;
+		}
+		if (!sd_vid_test(bitmap, vid))
+			continue;
+		r = read_header(vid, h, group_copies());
+		pthread_rwlock_wrlock(&vdi_lock);
+		sd_vid_set(vdi_bitmap, vid);
+		s = r == SD_RES_SUCCESS ? get_state(vid) : NULL;
+		if (s) {
+			bool locked = s->locked;
+			fill_state(s, h);
+			s->locked = locked;
+			nr_new++;
+		}
+		pthread_rwlock_unlock(&vdi_lock);
+		if (r != SD_RES_SUCCESS)
+			sd_err("inode of vid %06" PRIx32 " unreadable while joining: %s", vid,
+			       sd_strerror(r));
+	}
+	sd_info("learned %d vdi(s) from the cluster", nr_new);
+out_free:
+	free(bitmap);
+	free(h);
+	return ret;
+}

@@ -1,0 +1,525 @@
+/*
+ * Recovery: every object in its place after an epoch change, and a node
+ * that joins a running cluster brought up to date.
+ *
+ * Joining. A node that joins members that already run cannot count epochs
+ * by itself: it sets its own objects aside as stale (it cannot know which
+ * of them missed writes while it was away), asks a member for the cluster's
+ * format and epoch history (STAT_CLUSTER) until that member's newest epoch
+ * has the node list this node sees, takes them as its own, learns the VDI
+ * namespace, and only then serves clients. It runs on the cluster worker,
+ * so ordered ops delivered meanwhile wait and apply afterwards.
+ *
+ * Recovery. After every new epoch one run on the recovery thread asks each
+ * node of the ring which objects it stores (GET_OBJ_LIST), works out those
+ * that the ring now gives to this node and that it lacks, and fetches each
+ * whole from a node that has it (FETCH_PEER), preferring the nodes that the
+ * new ring names, since they are the ones that got every write since the
+ * epoch began. A newer epoch aborts the run, and a new run starts on it.
+ *
+ * Client I/O goes on meanwhile: a write to an object that this node should
+ * hold but has not fetched yet fetches it first (recovery_write), under the
+ * object's lock, which the background run takes too; so the object is
+ * fetched once and the write lands on top of it. Reads fail over in the
+ * gateway to any node that has the object.
+ *
+ * Not done yet: objects that the ring no longer gives to this node are kept
+ * (a later version removes them once every node has recovered the epoch),
+ * and stale copies are kept as the last resort of a fetch.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sheep_priv.h"
+#include "store/store.h"
+
+#define NR_OID_LOCKS 64
+#define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
+#define JOIN_SLEEP_MS 100
+#define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
+#define JOIN_MAX_LOGS 64 /* epoch history learned when joining */
+
+static pthread_mutex_t oid_locks[NR_OID_LOCKS];
+static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sd_recovery_info info; /* under info_lock */
+static struct work_queue *recovery_wq;
+
+/* main thread only */
+static bool run_queued;
+static uint32_t want_epoch; /* written on the main thread, read by the run */
+static struct work run_work, join_work;
+static bool is_joining; /* atomic: clients wait until the join is done */
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static pthread_mutex_t *oid_lock(uint64_t oid)
+{
+	return &oid_locks[(oid ^ (oid >> 32)) % NR_OID_LOCKS];
+}
+
+static void set_info(uint32_t epoch, uint32_t state)
+{
+	pthread_mutex_lock(&info_lock);
+	info.epoch = epoch;
+	info.state = state;
+	pthread_mutex_unlock(&info_lock);
+}
+
+static void count(uint64_t *field, uint64_t n)
+{
+	pthread_mutex_lock(&info_lock);
+	*field += n;
+	pthread_mutex_unlock(&info_lock);
+}
+
+static bool superseded(uint32_t epoch)
+{
+	return sys.shutting_down || __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE) != epoch;
+}
+
+/* the size of oid's object: the inode's, or its VDI's object size */
+static uint32_t object_size(uint64_t oid)
+{
+	struct cluster_state *cs;
+	uint8_t shift = 0;
+	bool snapshot;
+
+	if (is_vdi_obj(oid))
+		return SD_INODE_SIZE;
+	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS || !shift) {
+		cs = malloc(sizeof(*cs));
+		if (cs) {
+			group_get_state(cs);
+			shift = cs->block_size_shift;
+			free(cs);
+		}
+	}
+	return UINT32_C(1) << (shift ? shift : SD_DEFAULT_BLOCK_SIZE_SHIFT);
+}
+
+static int fetch_from(const struct sd_node_id *nid, uint64_t oid, void *buf, uint32_t size)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+			     .opcode = SD_OP_FETCH_PEER,
+			     .data_length = size };
+	struct sd_rsp rsp;
+
+	rq.obj.oid = oid;
+	if (peer_request(nid, &rq, NULL, buf, &rsp))
+		return SD_RES_EIO;
+	if (rsp.result == SD_RES_SUCCESS && rsp.data_length != size)
+		return SD_RES_EIO;
+	return (int)rsp.result;
+}
+
+/*
+ * Fetch oid whole and store it here, the caller holding its lock. Sources:
+ * the nodes of er that the ring names for oid, then the other nodes in
+ * holders (a bit per ring node; all of them when holders is 0), then this
+ * node's stale copy. SD_RES_NO_OBJ when nobody has it.
+ */
+static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t holders)
+{
+	int idx[SD_MAX_NODES], n, copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ;
+	uint32_t size = object_size(oid);
+	uint64_t tried = 0;
+	void *buf;
+
+	if (sd_store->exist(oid))
+		return SD_RES_SUCCESS;
+	buf = malloc(size);
+	if (!buf)
+		return SD_RES_NO_MEM;
+	if (!holders)
+		holders = ~UINT64_C(0);
+	n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
+	for (int pass = 0; pass < 2 && ret != SD_RES_SUCCESS; pass++) {
+		int nr = pass ? er->ring.nr_nodes : n;
+
+		for (int i = 0; i < nr && ret != SD_RES_SUCCESS; i++) {
+			int node = pass ? i : idx[i];
+
+			if (node == er->local_idx || !(holders & (UINT64_C(1) << node)) ||
+			    (tried & (UINT64_C(1) << node)))
+				continue;
+			tried |= UINT64_C(1) << node;
+			ret = fetch_from(&er->ring.nodes[node].nid, oid, buf, size);
+		}
+	}
+	if (ret != SD_RES_SUCCESS && sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS) {
+		sd_warn("%016" PRIx64
+			": no live node has it; using the copy from before the rejoin",
+			oid);
+		ret = SD_RES_SUCCESS;
+	}
+	if (ret == SD_RES_SUCCESS)
+		ret = sd_store->create_and_write(oid, 0, buf, size, 0, true);
+	free(buf);
+	return ret;
+}
+
+int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	struct epoch_ring *er;
+	int ret;
+
+	if (sd_store->exist(oid))
+		return sd_store->write(oid, buf, len, off, sync);
+	er = group_ring_get();
+	if (!er)
+		return SD_RES_NO_MEM;
+	pthread_mutex_lock(oid_lock(oid));
+	ret = fetch_locked(er, oid, 0);
+	if (ret == SD_RES_SUCCESS)
+		ret = sd_store->write(oid, buf, len, off, sync);
+	pthread_mutex_unlock(oid_lock(oid));
+	group_ring_put(er);
+	return ret;
+}
+
+/* ---- the background run ---- */
+
+struct obj_entry {
+	uint64_t oid;
+	uint64_t holders; /* bit i: ring node i stores it */
+};
+
+struct obj_set {
+	struct obj_entry *e;
+	size_t nr, cap;
+	int node; /* the node being listed */
+};
+
+static int add_oid(uint64_t oid, void *arg)
+{
+	struct obj_set *set = arg;
+
+	if (set->nr == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 4096;
+		struct obj_entry *e = realloc(set->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		set->e = e;
+		set->cap = cap;
+	}
+	set->e[set->nr].oid = oid;
+	set->e[set->nr++].holders = UINT64_C(1) << set->node;
+	return 0;
+}
+
+/* the oids that node stores, added to set. 0, -EAGAIN (epoch moved) or -errno */
+static int list_node(const struct epoch_ring *er, int node, struct obj_set *set)
+{
+	uint32_t cap = 1 << 20; /* oids */
+	struct sd_rsp rsp;
+	uint64_t *oids;
+	int ret = 0;
+
+	set->node = node;
+	if (node == er->local_idx)
+		return sd_store->for_each(add_oid, set) ? -ENOMEM : 0;
+	for (int tries = 0;; tries++) {
+		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+				     .opcode = SD_OP_GET_OBJ_LIST,
+				     .epoch = er->epoch,
+				     .data_length = cap * sizeof(uint64_t) };
+
+		oids = malloc(rq.data_length);
+		if (!oids)
+			return -ENOMEM;
+		ret = peer_request(&er->ring.nodes[node].nid, &rq, NULL, oids, &rsp);
+		if (ret) { /* unreachable: dying (a new epoch will follow), or restarting */
+			free(oids);
+			return -EAGAIN;
+		}
+		if (rsp.result == SD_RES_SUCCESS) {
+			for (uint32_t i = 0; !ret && i < rsp.data_length / sizeof(uint64_t); i++)
+				ret = add_oid(oids[i], set);
+			break;
+		}
+		free(oids);
+		oids = NULL;
+		if (rsp.result == SD_RES_NO_SPACE && cap < (1 << 23)) {
+			cap *= 2;
+			continue;
+		}
+		if ((rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER) ||
+		    tries >= LIST_TRIES || superseded(er->epoch))
+			return -EAGAIN;
+		sleep_ms(JOIN_SLEEP_MS);
+	}
+	free(oids);
+	return ret;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct obj_entry *x = a, *y = b;
+
+	return x->oid < y->oid ? -1 : x->oid > y->oid;
+}
+
+/* sort and merge the entries of one oid */
+static void merge(struct obj_set *set)
+{
+	size_t n = 0;
+
+	qsort(set->e, set->nr, sizeof(*set->e), cmp_entry);
+	for (size_t i = 0; i < set->nr; i++) {
+		if (n && set->e[n - 1].oid == set->e[i].oid)
+			set->e[n - 1].holders |= set->e[i].holders;
+		else
+			set->e[n++] = set->e[i];
+	}
+	set->nr = n;
+}
+
+/* does the ring give oid to this node? */
+static bool is_mine(const struct epoch_ring *er, uint64_t oid)
+{
+	int idx[SD_MAX_NODES], copies = vdi_copies(oid_to_vid(oid));
+	int n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
+
+	for (int i = 0; i < n; i++)
+		if (idx[i] == er->local_idx)
+			return true;
+	return false;
+}
+
+/* recover epoch: 0 when done or superseded, -EAGAIN to run it again */
+static int run_epoch(uint32_t epoch)
+{
+	struct epoch_ring *er = group_ring_get();
+	struct obj_set set = { 0 };
+	uint64_t local_bit, nr_todo = 0;
+	int ret = 0;
+
+	if (!er)
+		return -EAGAIN;
+	if (er->epoch != epoch)
+		goto out_put;
+	if (er->local_idx < 0) { /* not a member of this epoch: nothing to hold */
+		set_info(epoch, SD_RECOVERY_DONE);
+		goto out_put;
+	}
+	set_info(epoch, SD_RECOVERY_RUNNING);
+	pthread_mutex_lock(&info_lock);
+	info.nr_total = info.nr_done = info.nr_failed = 0;
+	pthread_mutex_unlock(&info_lock);
+	for (int i = 0; i < er->ring.nr_nodes && !ret; i++)
+		ret = list_node(er, i, &set);
+	if (ret)
+		goto out_free;
+	merge(&set);
+	local_bit = UINT64_C(1) << er->local_idx;
+	for (size_t i = 0; i < set.nr; i++) {
+		if ((set.e[i].holders & local_bit) || !is_mine(er, set.e[i].oid))
+			set.e[i].oid = 0; /* nothing to do */
+		else
+			nr_todo++;
+	}
+	count(&info.nr_total, nr_todo);
+	sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) to fetch", epoch, nr_todo);
+	for (size_t i = 0; i < set.nr && !superseded(epoch); i++) {
+		uint64_t oid = set.e[i].oid;
+		int r;
+
+		if (!oid)
+			continue;
+		pthread_mutex_lock(oid_lock(oid));
+		r = fetch_locked(er, oid, set.e[i].holders);
+		pthread_mutex_unlock(oid_lock(oid));
+		if (r == SD_RES_SUCCESS) {
+			count(&info.nr_done, 1);
+		} else {
+			sd_err("recovery of %016" PRIx64 " failed: %s", oid, sd_strerror(r));
+			count(&info.nr_failed, 1);
+		}
+	}
+	if (!superseded(epoch)) {
+		sd_info("recovery of epoch %" PRIu32 " done: %" PRIu64 " fetched, %" PRIu64
+			" failed",
+			epoch, info.nr_done, info.nr_failed);
+		set_info(epoch, SD_RECOVERY_DONE);
+	}
+out_free:
+	free(set.e);
+out_put:
+	group_ring_put(er);
+	return ret ? -EAGAIN : 0;
+}
+
+static void run_fn(struct work *w)
+{
+	uint32_t epoch;
+
+	while (!sys.shutting_down) {
+		epoch = __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE);
+		if (run_epoch(epoch) == -EAGAIN && !superseded(epoch)) {
+			sleep_ms(JOIN_SLEEP_MS);
+			continue;
+		}
+		if (!superseded(epoch))
+			break;
+	}
+}
+
+static void run_done(struct work *w)
+{
+	run_queued = false;
+	/* a kick that came after the run's last look */
+	pthread_mutex_lock(&info_lock);
+	bool again = info.epoch != want_epoch && !sys.shutting_down;
+	pthread_mutex_unlock(&info_lock);
+	if (again)
+		recovery_kick();
+}
+
+void recovery_kick(void)
+{
+	if (__atomic_load_n(&is_joining, __ATOMIC_ACQUIRE) || !group_is_formatted())
+		return;
+	__atomic_store_n(&want_epoch, group_epoch(), __ATOMIC_RELEASE);
+	if (run_queued)
+		return;
+	run_queued = true;
+	run_work.fn = run_fn;
+	run_work.done = run_done;
+	wq_queue(recovery_wq, &run_work);
+}
+
+/* ---- joining ---- */
+
+/* learn the cluster's state from a member: SD_RES_* */
+static int learn_state(struct sd_node_id *from)
+{
+	size_t len = JOIN_MAX_LOGS * sizeof(struct sd_epoch_log);
+	struct sd_epoch_log *logs = malloc(len);
+	struct cluster_state *cs = malloc(sizeof(*cs));
+	int ret = -EAGAIN;
+
+	if (!logs || !cs) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	for (int tries = 0; tries < JOIN_TRIES && ret == -EAGAIN && !sys.shutting_down; tries++) {
+		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+				     .opcode = SD_OP_STAT_CLUSTER,
+				     .data_length = (uint32_t)len };
+		struct sd_rsp rsp;
+
+		if (tries)
+			sleep_ms(JOIN_SLEEP_MS);
+		group_get_state(cs);
+		/* the oldest member that is not this node */
+		*from = cs->nodes[cs->local_idx == 0 ? 1 : 0].nid;
+		if (peer_request(from, &rq, NULL, logs, &rsp) || rsp.result != SD_RES_SUCCESS)
+			continue;
+		ret = group_adopt(&rsp, logs, (int)(rsp.data_length / sizeof(*logs)));
+	}
+out_free:
+	free(cs);
+	free(logs);
+	return ret;
+}
+
+static void join_fn(struct work *w)
+{
+	struct sd_node_id from;
+	uint64_t nr_stale = 0;
+	int ret;
+
+	set_info(0, SD_RECOVERY_JOINING);
+	/* before any peer can reach this node on the cluster's epoch */
+	ret = sd_store->stale_all(&nr_stale);
+	if (ret) {
+		sd_emerg("cannot set the objects aside before joining: %s", sd_strerror(ret));
+		sheep_request_shutdown();
+		return;
+	}
+	if (nr_stale)
+		sd_info("%" PRIu64 " object(s) set aside as stale until recovered", nr_stale);
+	count(&info.nr_stale, nr_stale);
+	ret = learn_state(&from);
+	if (ret == -EINVAL) {
+		sd_emerg("refused to join: this directory belongs to another cluster "
+			 "(another format), or the cluster is not formatted while this node is");
+		sheep_request_shutdown();
+		return;
+	}
+	if (ret) {
+		sd_emerg("cannot learn the state of the cluster: %s", strerror(-ret));
+		sheep_request_shutdown();
+		return;
+	}
+	if (group_is_formatted()) {
+		ret = vdi_sync_from(&from);
+		if (ret != SD_RES_SUCCESS)
+			sd_err("cannot learn the vdis from the cluster: %s", sd_strerror(ret));
+	}
+	set_info(group_epoch(), SD_RECOVERY_DONE);
+}
+
+static void join_done(struct work *w)
+{
+	__atomic_store_n(&is_joining, false, __ATOMIC_RELEASE);
+	request_join_done();
+	recovery_kick();
+}
+
+void recovery_join(void)
+{
+	__atomic_store_n(&is_joining, true, __ATOMIC_RELEASE);
+	join_work.fn = join_fn;
+	join_work.done = join_done;
+	wq_queue(cluster_wq, &join_work);
+}
+
+bool recovery_is_joining(void)
+{
+	return __atomic_load_n(&is_joining, __ATOMIC_ACQUIRE);
+}
+
+/* ---- ops ---- */
+
+int recovery_op_stat(struct request *req)
+{
+	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
+
+	pthread_mutex_lock(&info_lock);
+	memcpy(req->data, &info, len);
+	pthread_mutex_unlock(&info_lock);
+	req->rp.data_length = len;
+	return SD_RES_SUCCESS;
+}
+
+int recovery_op_fetch(struct request *req)
+{
+	const struct sd_req *rq = &req->rq;
+	int ret;
+
+	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE ||
+	    (rq->flags & SD_FLAG_CMD_WRITE))
+		return SD_RES_INVALID_PARMS;
+	ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	if (ret == SD_RES_SUCCESS)
+		req->rp.data_length = rq->data_length;
+	return ret;
+}
+
+int recovery_init(void)
+{
+	for (int i = 0; i < NR_OID_LOCKS; i++)
+		pthread_mutex_init(&oid_locks[i], NULL);
+	recovery_wq = wq_create("recovery", 1);
+	return recovery_wq ? 0 : -ENOMEM;
+}
