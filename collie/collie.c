@@ -96,8 +96,9 @@ int collie_usage_err(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry 'collie%s%s --help' for more information.\n",
-		collie_cmd_path[0] ? " " : "", collie_cmd_path);
+	/* the hint stays on the same line: an error is one line on stderr */
+	fprintf(stderr, " (see 'collie%s%s --help')\n", collie_cmd_path[0] ? " " : "",
+		collie_cmd_path);
 	return EXIT_USAGE;
 }
 

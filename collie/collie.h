@@ -92,7 +92,7 @@ extern const struct subcommand debug_cmds[];
 
 /* errors: one line to stderr, "collie: ..." */
 void __printf(1, 2) collie_err(const char *fmt, ...);
-/* a usage error: message plus a hint naming the current command; EXIT_USAGE */
+/* a usage error: one line, the message and a hint naming the current command; EXIT_USAGE */
 int __printf(1, 2) collie_usage_err(const char *fmt, ...);
 /* the command words typed so far, for usage messages ("vdi create") */
 extern char collie_cmd_path[64];
