@@ -576,11 +576,20 @@ int vdi_op_get_info(struct request *req)
 	return resolve(req, false);
 }
 
+/*
+ * RELEASE_VDI: base_vdi_id names the VDI; the payload is its name with one
+ * NUL (strlen + 1 bytes, QEMU does not pad it). The vid decides, but a
+ * payload that is not a name is refused like in every other VDI op.
+ */
 int vdi_op_release(struct request *req)
 {
+	const char *name, *tag;
 	struct vdi_state *s;
 	int ret;
 
+	ret = parse_names(req, &name, &tag);
+	if (ret)
+		return ret;
 	pthread_rwlock_wrlock(&vdi_lock);
 	s = lookup_vid(req->rq.vdi.base_vdi_id);
 	if (!s || s->deleted)
