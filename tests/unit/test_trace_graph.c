@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -355,7 +356,22 @@ START_TEST(test_read_while_tracing)
 END_TEST
 
 static volatile long sig_calls, sig_errors;
-static volatile int sig_go;
+static volatile int sig_go, sig_round;
+static long sig_sent;
+
+/*
+ * test_signals runs SIG_ROUNDS rounds of tfn_fib(15) (1973 calls each) and
+ * sends SIG_PER_ROUND signals at most for each round started, SIG_MAX in
+ * all, so the records it can produce are bounded whatever the machine's
+ * speed: two per call, and a handler adds 4 calls (tfn_top, tfn_mid, 2
+ * tfn_leaf) at most. The buffer is sized from that bound with half as much
+ * again to spare, so no record may be lost.
+ */
+#define SIG_ROUNDS 300
+#define SIG_PER_ROUND 64
+#define SIG_MAX (SIG_ROUNDS * SIG_PER_ROUND)
+#define SIG_FIB_CALLS 1973
+#define SIG_RECORDS (2 * ((uint64_t)SIG_ROUNDS * SIG_FIB_CALLS + 4 * (uint64_t)SIG_MAX))
 
 static void sig_traced(int signo)
 {
@@ -364,15 +380,29 @@ static void sig_traced(int signo)
 		sig_errors++;
 }
 
-/* not traced: sends SIGPROF to the thread @arg as fast as it can */
+/*
+ * not traced: sends SIGPROF to the thread @arg as fast as it is handled,
+ * but no more than SIG_PER_ROUND per round of fib started (sig_round
+ * rounds are done), so that the signals land all through the run and stop
+ * at SIG_MAX. Waiting a little for each one to land keeps a pending
+ * SIGPROF from swallowing the next.
+ */
 static void *sig_sender(void *arg)
 {
 	pid_t pid = getpid(), tid = *(pid_t *)arg;
 
-	while (__atomic_load_n(&sig_go, __ATOMIC_ACQUIRE)) {
+	while (__atomic_load_n(&sig_go, __ATOMIC_ACQUIRE) && sig_sent < SIG_MAX) {
+		long budget = (__atomic_load_n(&sig_round, __ATOMIC_ACQUIRE) + 1L) * SIG_PER_ROUND;
+		long seen = sig_calls;
+
+		if (sig_sent >= budget) {
+			sched_yield();
+			continue;
+		}
 		syscall(SYS_tgkill, pid, tid, SIGPROF);
-		for (volatile int i = 0; i < 200; i++)
-			;
+		sig_sent++;
+		for (int i = 0; i < 100000 && sig_calls == seen; i++)
+			__builtin_ia32_pause();
 	}
 	return NULL;
 }
@@ -387,21 +417,26 @@ START_TEST(test_signals)
 {
 	struct sigaction sa = { .sa_handler = sig_traced, .sa_flags = SA_RESTART }, old;
 	pid_t tid = (pid_t)syscall(SYS_gettid);
-	const int rounds = 300;
+	const int rounds = SIG_ROUNDS;
 	struct sd_trace_status st;
 	long fib_errors = 0;
 	pthread_t sender;
 	int top;
 	char *csv;
 
-	ck_assert_int_eq(tt_start("", tfn_all, 0, 32 << 20), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_start("", tfn_all, 0, SIG_RECORDS * sizeof(struct trace_rec) * 3 / 2),
+			 SD_RES_SUCCESS);
 	ck_assert_int_eq(sigaction(SIGPROF, &sa, &old), 0);
 	sig_go = 1;
+	sig_round = 0;
+	sig_sent = 0;
 	ck_assert_int_eq(pthread_create(&sender, NULL, sig_sender, &tid), 0);
 	tfn_fib_calls = 0;
-	for (int i = 0; i < rounds; i++)
+	for (int i = 0; i < rounds; i++) {
 		if (tfn_fib(15) != 610)
 			fib_errors++;
+		__atomic_store_n(&sig_round, i + 1, __ATOMIC_RELEASE);
+	}
 	__atomic_store_n(&sig_go, 0, __ATOMIC_RELEASE);
 	pthread_join(sender, NULL);
 	ck_assert_int_eq(sigaction(SIGPROF, &old, NULL), 0);
@@ -410,17 +445,19 @@ START_TEST(test_signals)
 	ck_assert_int_eq(fib_errors, 0);
 	ck_assert_int_eq(sig_errors, 0);
 	ck_assert_int_gt(sig_calls, 0);
+	ck_assert_int_le(sig_sent, SIG_MAX);
+	ck_assert_int_le(sig_calls, sig_sent);
 	ck_assert_uint_eq(trace_shadow_depth(), 0);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.nr_lost, 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), rounds * 1973);
+	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), rounds * SIG_FIB_CALLS);
 	top = csv_calls(csv, "tfn_top");
 	ck_assert_int_le(top, sig_calls);
 	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), top);
 	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2 * top);
-	ck_assert_uint_eq(st.nr_events, 2 * (rounds * 1973 + 4 * (uint64_t)top));
+	ck_assert_uint_eq(st.nr_events, 2 * (rounds * SIG_FIB_CALLS + 4 * (uint64_t)top));
 	free(csv);
 }
 END_TEST
