@@ -171,8 +171,10 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 	struct epoch_ring *er;
 	int ret;
 
-	if (sd_store->exist(oid))
-		return sd_store->write(oid, buf, len, off, sync);
+	/* the common case costs nothing more: the object is here */
+	ret = sd_store->write(oid, buf, len, off, sync);
+	if (ret != SD_RES_NO_OBJ)
+		return ret;
 	er = group_ring_get();
 	if (!er)
 		return SD_RES_NO_MEM;
