@@ -144,7 +144,8 @@ static int load_entries(struct vdi_entries *v)
 		free(v->e);
 		return ret;
 	}
-	qsort(v->e, v->nr, sizeof(*v->e), cmp_entry);
+	if (v->nr) /* qsort takes no NULL base, even for 0 entries */
+		qsort(v->e, v->nr, sizeof(*v->e), cmp_entry);
 	return EXIT_OK;
 }
 

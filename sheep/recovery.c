@@ -121,6 +121,21 @@ static int fetch_from(const struct sd_node_id *nid, uint64_t oid, void *buf, uin
 }
 
 /*
+ * The length of buf without its trailing zeros: what past the end of an
+ * object reads as zeros need not be stored (an inode is mostly zeros).
+ */
+static uint32_t trimmed_len(const void *buf, uint32_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len >= 8 && !*(const uint64_t *)(p + len - 8) && !((uintptr_t)(p + len) & 7))
+		len -= 8;
+	while (len && !p[len - 1])
+		len--;
+	return len;
+}
+
+/*
  * Fetch oid whole and store it here, the caller holding its lock. Sources:
  * the nodes of er that the ring names for oid, then the other nodes in
  * holders (a bit per ring node; all of them when holders is 0), then this
@@ -161,7 +176,7 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t hold
 		ret = SD_RES_SUCCESS;
 	}
 	if (ret == SD_RES_SUCCESS)
-		ret = sd_store->create_and_write(oid, 0, buf, size, 0, true);
+		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, true);
 	free(buf);
 	return ret;
 }
@@ -275,6 +290,8 @@ static void merge(struct obj_set *set)
 {
 	size_t n = 0;
 
+	if (!set->nr) /* qsort takes no NULL base */
+		return;
 	qsort(set->e, set->nr, sizeof(*set->e), cmp_entry);
 	for (size_t i = 0; i < set->nr; i++) {
 		if (n && set->e[n - 1].oid == set->e[i].oid)

@@ -363,7 +363,8 @@ static const struct walk_ops folded_ops = {
 
 static int folded_print(struct folded *fo, struct trace_out *out)
 {
-	qsort(fo->ents, fo->nr, sizeof(*fo->ents), cmp_folded);
+	if (fo->nr) /* qsort takes no NULL base, even for 0 entries */
+		qsort(fo->ents, fo->nr, sizeof(*fo->ents), cmp_folded);
 	for (size_t i = 0; i < fo->nr;) {
 		uint64_t sum = 0;
 		size_t j = i;
