@@ -462,6 +462,7 @@ static void join_fn(struct work *w)
 	ret = sd_store->stale_all(&nr_stale);
 	if (ret) {
 		sd_emerg("cannot set the objects aside before joining: %s", sd_strerror(ret));
+		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}
@@ -472,11 +473,13 @@ static void join_fn(struct work *w)
 	if (ret == -EINVAL) {
 		sd_emerg("refused to join: this directory belongs to another cluster "
 			 "(another format), or the cluster is not formatted while this node is");
+		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}
 	if (ret) {
 		sd_emerg("cannot learn the state of the cluster: %s", strerror(-ret));
+		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}

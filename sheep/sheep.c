@@ -338,5 +338,5 @@ int main(int argc, char **argv)
 	sd_store->flush();
 	sd_info("stopped");
 	sd_log_close();
-	return 0;
+	return sys.exit_status;
 }

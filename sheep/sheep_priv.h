@@ -75,6 +75,7 @@ struct sheep_config {
 	const char *bind_addr;
 	uint32_t zone;
 	bool shutting_down;
+	int exit_status; /* non-zero: the daemon stops because it failed */
 };
 extern struct sheep_config sys;
 extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
