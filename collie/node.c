@@ -130,6 +130,8 @@ static const char *recovery_state(uint32_t state)
 		return "running";
 	case SD_RECOVERY_JOINING:
 		return "joining";
+	case SD_RECOVERY_WAITING:
+		return "waiting";
 	default:
 		return "unknown";
 	}
@@ -146,7 +148,8 @@ static int node_recovery(int argc, char **argv)
 	if (ret)
 		return ret;
 	if (!opts.raw)
-		printf("  Id   Host:Port                Epoch  State      Fetched    Total   Failed\n");
+		printf("  Id   Host:Port                Epoch  State      Fetched    Total   Failed"
+		       "  Removed\n");
 	for (uint32_t i = 0; i < nr; i++) {
 		struct sd_recovery_info info;
 		struct sd_req hdr;
@@ -169,15 +172,17 @@ static int node_recovery(int argc, char **argv)
 			continue;
 		}
 		if (opts.raw)
-			printf("%u %s %u %s %llu %llu %llu\n", i, addr, info.epoch,
+			printf("%u %s %u %s %llu %llu %llu %llu\n", i, addr, info.epoch,
 			       recovery_state(info.state), (unsigned long long)info.nr_done,
 			       (unsigned long long)info.nr_total,
-			       (unsigned long long)info.nr_failed);
+			       (unsigned long long)info.nr_failed,
+			       (unsigned long long)info.nr_removed);
 		else
-			printf("%4u   %-24s %5u  %-8s %9llu %8llu %8llu\n", i, addr, info.epoch,
-			       recovery_state(info.state), (unsigned long long)info.nr_done,
-			       (unsigned long long)info.nr_total,
-			       (unsigned long long)info.nr_failed);
+			printf("%4u   %-24s %5u  %-8s %9llu %8llu %8llu %8llu\n", i, addr,
+			       info.epoch, recovery_state(info.state),
+			       (unsigned long long)info.nr_done, (unsigned long long)info.nr_total,
+			       (unsigned long long)info.nr_failed,
+			       (unsigned long long)info.nr_removed);
 	}
 	free(nodes);
 	return failed;

@@ -17,7 +17,7 @@
 #define SD_OP_STAT_CLUSTER 0x81 /* rsp.cinfo, payload: struct sd_epoch_log[nr_epochs] */
 #define SD_OP_GET_NODE_LIST 0x82 /* rsp.node.nr_nodes/local_idx, payload: struct sd_node[] */
 #define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
-#define SD_OP_SHUTDOWN 0x84	/* stop the daemon (the whole cluster once it has peers) */
+#define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
 
 /*
@@ -42,6 +42,11 @@
  * runs inside a peer write can never deadlock two nodes.
  */
 #define SD_OP_FETCH_PEER 0xA6
+/*
+ * With GET_OBJ_LIST and FETCH_PEER: the stale copies (objects that a node
+ * set aside when it rejoined) instead of the live ones.
+ */
+#define SD_FLAG_CMD_STALE 0x8000
 
 /* trace operations (collie debug trace ...); payload formats in trace.h of sheep */
 #define SD_OP_TRACE_START 0xB0
@@ -104,9 +109,11 @@ struct sd_node_info {
 };
 
 /* payload of SD_OP_STAT_RECOVERY: this node's recovery */
-#define SD_RECOVERY_DONE 0    /* every object that the epoch's ring gives it is here */
+#define SD_RECOVERY_DONE 0    /* every node recovered the epoch; what the ring no longer
+				 gives this node is removed (or kept: nr_failed) */
 #define SD_RECOVERY_RUNNING 1 /* fetching objects */
 #define SD_RECOVERY_JOINING 2 /* learning the cluster's state from a member */
+#define SD_RECOVERY_WAITING 3 /* fetched; waiting for the other nodes to be */
 struct sd_recovery_info {
 	uint32_t epoch; /* the epoch being (or last) recovered */
 	uint32_t state;
@@ -114,6 +121,7 @@ struct sd_recovery_info {
 	uint64_t nr_done;   /* fetched */
 	uint64_t nr_failed; /* no node had them; retried on the next epoch */
 	uint64_t nr_stale;  /* objects held from before a rejoin, not served */
+	uint64_t nr_removed; /* objects removed once no longer this node's */
 };
 
 /*

@@ -230,7 +230,8 @@ static bool update_members(const struct sd_node *members, int nr)
 	for (int i = 0; i < nr; i++)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
-	if (cs.formatted && !cs.joining &&
+	/* a cluster shutdown stops every node: their exits are no new epoch */
+	if (cs.formatted && !cs.joining && !sys.shutting_down &&
 	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
 	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
 		int ret = write_epoch_log(cs.epoch + 1, members, nr);

@@ -117,7 +117,8 @@ static const struct sd_op_template ops[] = {
 	{ "STAT_CLUSTER", SD_OP_STAT_CLUSTER, OP_CLUSTER, true, op_stat_cluster },
 	{ "GET_NODE_LIST", SD_OP_GET_NODE_LIST, OP_MAIN, true, op_get_node_list },
 	{ "STAT_SHEEP", SD_OP_STAT_SHEEP, OP_IO, true, op_stat_sheep },
-	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_MAIN, true, op_shutdown },
+	/* ordered: every node stops, and none counts the others' exits as epochs */
+	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_ORDERED, true, op_shutdown },
 	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
 	/* internal, peer object I/O (gateway to replica) */
 	{ "READ_PEER", SD_OP_READ_PEER, OP_PEER, false, peer_op_read },

@@ -262,7 +262,10 @@ static int list_one(uint64_t oid, void *arg)
 	return 0;
 }
 
-/* the oids stored here; SD_RES_NO_SPACE when they do not fit in data_length */
+/*
+ * The oids stored here (with SD_FLAG_CMD_STALE: the stale copies);
+ * SD_RES_NO_SPACE when they do not fit in data_length
+ */
 int peer_op_get_obj_list(struct request *req)
 {
 	struct obj_list l = { req->data, 0, req->rq.data_length / sizeof(uint64_t) };
@@ -270,8 +273,14 @@ int peer_op_get_obj_list(struct request *req)
 
 	if (ret)
 		return ret;
-	if (sd_store->for_each(list_one, &l))
+	if (req->rq.flags & SD_FLAG_CMD_STALE)
+		ret = sd_store->for_each_stale(list_one, &l);
+	else
+		ret = sd_store->for_each(list_one, &l);
+	if (ret == 1)
 		return SD_RES_NO_SPACE;
+	if (ret)
+		return SD_RES_EIO;
 	req->rp.data_length = l.nr * sizeof(uint64_t);
 	return SD_RES_SUCCESS;
 }

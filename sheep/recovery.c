@@ -23,9 +23,15 @@
  * fetched once and the write lands on top of it. Reads fail over in the
  * gateway to any node that has the object.
  *
- * Not done yet: objects that the ring no longer gives to this node are kept
- * (a later version removes them once every node has recovered the epoch),
- * and stale copies are kept as the last resort of a fetch.
+ * Stale copies count too: every node lists its live objects and its stale
+ * ones, and an object that no node holds live is fetched from a stale copy
+ * (after a whole cluster restarted, some objects are held only there).
+ *
+ * Cleaning. Once every node of the epoch reports its objects fetched with
+ * no failure, each node removes what the ring no longer gives it and its
+ * stale copies: every one of them was listed, so the nodes that the ring
+ * names have it. A node with a failed fetch removes nothing, and neither
+ * does anyone else for that epoch.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -105,10 +111,12 @@ static uint32_t object_size(uint64_t oid)
 	return UINT32_C(1) << (shift ? shift : SD_DEFAULT_BLOCK_SIZE_SHIFT);
 }
 
-static int fetch_from(const struct sd_node_id *nid, uint64_t oid, void *buf, uint32_t size)
+static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
+		      uint32_t size)
 {
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 			     .opcode = SD_OP_FETCH_PEER,
+			     .flags = stale ? SD_FLAG_CMD_STALE : 0,
 			     .data_length = size };
 	struct sd_rsp rsp;
 
@@ -136,16 +144,49 @@ static uint32_t trimmed_len(const void *buf, uint32_t len)
 }
 
 /*
- * Fetch oid whole and store it here, the caller holding its lock. Sources:
- * the nodes of er that the ring names for oid, then the other nodes in
- * holders (a bit per ring node; all of them when holders is 0), then this
- * node's stale copy. SD_RES_NO_OBJ when nobody has it.
+ * Try the nodes in mask (a bit per ring node), those that the ring names
+ * for oid first. SD_RES_SUCCESS, SD_RES_NO_OBJ when every node answered
+ * that it has none, or the last other failure.
  */
-static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t holders)
+static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, bool stale,
+		     void *buf, uint32_t size)
 {
-	int idx[SD_MAX_NODES], n, copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ;
+	int idx[SD_MAX_NODES], copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ;
+	int n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
+	uint64_t tried = UINT64_C(1) << er->local_idx;
+
+	for (int pass = 0; pass < 2; pass++) {
+		int nr = pass ? er->ring.nr_nodes : n;
+
+		for (int i = 0; i < nr; i++) {
+			int node = pass ? i : idx[i], r;
+			uint64_t bit = UINT64_C(1) << node;
+
+			if (!(mask & bit) || (tried & bit))
+				continue;
+			tried |= bit;
+			r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
+			if (r == SD_RES_SUCCESS)
+				return r;
+			if (r != SD_RES_NO_OBJ)
+				ret = r;
+		}
+	}
+	return ret;
+}
+
+/*
+ * Fetch oid whole and store it here, the caller holding its lock, from the
+ * live copies of the nodes in live (a bit per ring node). Only when no node
+ * has a live copy (none in live, or every one of them answered NO_OBJ): a
+ * stale copy of the nodes in stale, or this node's own. A copy set aside
+ * at a rejoin may lack writes, but it beats none. SD_RES_NO_OBJ when
+ * nobody has it.
+ */
+static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale)
+{
 	uint32_t size = object_size(oid);
-	uint64_t tried = 0;
+	int ret = SD_RES_NO_OBJ;
 	void *buf;
 
 	if (sd_store->exist(oid))
@@ -153,30 +194,23 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t hold
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
-	if (!holders)
-		holders = ~UINT64_C(0);
-	n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
-	for (int pass = 0; pass < 2 && ret != SD_RES_SUCCESS; pass++) {
-		int nr = pass ? er->ring.nr_nodes : n;
-
-		for (int i = 0; i < nr && ret != SD_RES_SUCCESS; i++) {
-			int node = pass ? i : idx[i];
-
-			if (node == er->local_idx || !(holders & (UINT64_C(1) << node)) ||
-			    (tried & (UINT64_C(1) << node)))
-				continue;
-			tried |= UINT64_C(1) << node;
-			ret = fetch_from(&er->ring.nodes[node].nid, oid, buf, size);
-		}
-	}
-	if (ret != SD_RES_SUCCESS && sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS) {
-		sd_warn("%016" PRIx64
-			": no live node has it; using the copy from before the rejoin",
-			oid);
-		ret = SD_RES_SUCCESS;
+	if (live)
+		ret = fetch_any(er, oid, live, false, buf, size);
+	if (ret == SD_RES_NO_OBJ && stale) {
+		ret = fetch_any(er, oid, stale, true, buf, size);
+		if (ret == SD_RES_NO_OBJ &&
+		    sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS)
+			ret = SD_RES_SUCCESS;
+		if (ret == SD_RES_SUCCESS)
+			sd_warn("%016" PRIx64
+				": no node has a live copy; recovered from a stale one",
+				oid);
 	}
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, true);
+	/* a node that restarted alone may not have known this VDI */
+	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid))
+		vdi_inode_recovered(oid_to_vid(oid), buf);
 	free(buf);
 	return ret;
 }
@@ -194,7 +228,7 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 	if (!er)
 		return SD_RES_NO_MEM;
 	pthread_mutex_lock(oid_lock(oid));
-	ret = fetch_locked(er, oid, 0);
+	ret = fetch_locked(er, oid, ~UINT64_C(0), ~UINT64_C(0));
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->write(oid, buf, len, off, sync);
 	pthread_mutex_unlock(oid_lock(oid));
@@ -206,13 +240,15 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 
 struct obj_entry {
 	uint64_t oid;
-	uint64_t holders; /* bit i: ring node i stores it */
+	uint64_t live;	/* bit i: ring node i stores it */
+	uint64_t stale; /* bit i: ring node i keeps a stale copy */
 };
 
 struct obj_set {
 	struct obj_entry *e;
 	size_t nr, cap;
-	int node; /* the node being listed */
+	int node;   /* the node being listed */
+	bool stale; /* its stale copies */
 };
 
 static int add_oid(uint64_t oid, void *arg)
@@ -229,12 +265,16 @@ static int add_oid(uint64_t oid, void *arg)
 		set->cap = cap;
 	}
 	set->e[set->nr].oid = oid;
-	set->e[set->nr++].holders = UINT64_C(1) << set->node;
+	set->e[set->nr].live = set->stale ? 0 : UINT64_C(1) << set->node;
+	set->e[set->nr++].stale = set->stale ? UINT64_C(1) << set->node : 0;
 	return 0;
 }
 
-/* the oids that node stores, added to set. 0, -EAGAIN (epoch moved) or -errno */
-static int list_node(const struct epoch_ring *er, int node, struct obj_set *set)
+/*
+ * The oids that node stores (stale: its stale copies), added to set. 0,
+ * -EAGAIN (unreachable, or on another epoch: try again) or -errno.
+ */
+static int list_node(const struct epoch_ring *er, int node, bool stale, struct obj_set *set)
 {
 	uint32_t cap = 1 << 20; /* oids */
 	struct sd_rsp rsp;
@@ -242,11 +282,16 @@ static int list_node(const struct epoch_ring *er, int node, struct obj_set *set)
 	int ret = 0;
 
 	set->node = node;
-	if (node == er->local_idx)
-		return sd_store->for_each(add_oid, set) ? -ENOMEM : 0;
+	set->stale = stale;
+	if (node == er->local_idx) {
+		ret = stale ? sd_store->for_each_stale(add_oid, set)
+			    : sd_store->for_each(add_oid, set);
+		return ret ? -ENOMEM : 0;
+	}
 	for (int tries = 0;; tries++) {
 		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 				     .opcode = SD_OP_GET_OBJ_LIST,
+				     .flags = stale ? SD_FLAG_CMD_STALE : 0,
 				     .epoch = er->epoch,
 				     .data_length = cap * sizeof(uint64_t) };
 
@@ -294,9 +339,10 @@ static void merge(struct obj_set *set)
 		return;
 	qsort(set->e, set->nr, sizeof(*set->e), cmp_entry);
 	for (size_t i = 0; i < set->nr; i++) {
-		if (n && set->e[n - 1].oid == set->e[i].oid)
-			set->e[n - 1].holders |= set->e[i].holders;
-		else
+		if (n && set->e[n - 1].oid == set->e[i].oid) {
+			set->e[n - 1].live |= set->e[i].live;
+			set->e[n - 1].stale |= set->e[i].stale;
+		} else
 			set->e[n++] = set->e[i];
 	}
 	set->nr = n;
@@ -312,6 +358,71 @@ static bool is_mine(const struct epoch_ring *er, uint64_t oid)
 		if (idx[i] == er->local_idx)
 			return true;
 	return false;
+}
+
+/* has node of er fetched what the ring of er gives it, with no failure? */
+static bool node_recovered(const struct epoch_ring *er, int node)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+			     .opcode = SD_OP_STAT_RECOVERY,
+			     .data_length = sizeof(struct sd_recovery_info) };
+	struct sd_recovery_info ri = { 0 };
+	struct sd_rsp rsp;
+
+	if (node == er->local_idx) {
+		pthread_mutex_lock(&info_lock);
+		ri = info;
+		pthread_mutex_unlock(&info_lock);
+	} else if (peer_request(&er->ring.nodes[node].nid, &rq, NULL, &ri, &rsp) ||
+		   rsp.result != SD_RES_SUCCESS) {
+		return false;
+	}
+	return ri.epoch == er->epoch && ri.nr_failed == 0 &&
+	       (ri.state == SD_RECOVERY_WAITING || ri.state == SD_RECOVERY_DONE);
+}
+
+/*
+ * Once every node of the epoch has its objects (none failed), what the ring
+ * no longer gives this node is removed, and so are its stale copies: each
+ * of them was listed, so the nodes that the ring names fetched it. Waits
+ * for the others as long as the epoch lasts. True when cleaned.
+ */
+static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
+{
+	uint64_t nr_removed = 0;
+
+	for (int i = 0; i < er->ring.nr_nodes; i++) {
+		while (!node_recovered(er, i)) {
+			if (superseded(er->epoch))
+				return false;
+			sleep_ms(JOIN_SLEEP_MS);
+		}
+	}
+	set->nr = 0;
+	if (list_node(er, er->local_idx, false, set))
+		return false;
+	for (size_t i = 0; i < set->nr && !superseded(er->epoch); i++) {
+		uint64_t oid = set->e[i].oid;
+
+		if (is_mine(er, oid))
+			continue;
+		pthread_mutex_lock(oid_lock(oid));
+		if (sd_store->remove(oid) == SD_RES_SUCCESS)
+			nr_removed++;
+		pthread_mutex_unlock(oid_lock(oid));
+	}
+	count(&info.nr_removed, nr_removed);
+	if (superseded(er->epoch))
+		return false;
+	if (sd_store->purge_stale() == SD_RES_SUCCESS) {
+		pthread_mutex_lock(&info_lock);
+		info.nr_stale = 0;
+		pthread_mutex_unlock(&info_lock);
+	}
+	sd_info("epoch %" PRIu32 " recovered everywhere: %" PRIu64
+		" object(s) no longer this node's removed",
+		er->epoch, nr_removed);
+	return true;
 }
 
 /* recover epoch: 0 when done or superseded, -EAGAIN to run it again */
@@ -332,16 +443,19 @@ static int run_epoch(uint32_t epoch)
 	}
 	set_info(epoch, SD_RECOVERY_RUNNING);
 	pthread_mutex_lock(&info_lock);
-	info.nr_total = info.nr_done = info.nr_failed = 0;
+	info.nr_total = info.nr_done = info.nr_failed = info.nr_removed = 0;
 	pthread_mutex_unlock(&info_lock);
-	for (int i = 0; i < er->ring.nr_nodes && !ret; i++)
-		ret = list_node(er, i, &set);
+	for (int i = 0; i < er->ring.nr_nodes && !ret; i++) {
+		ret = list_node(er, i, false, &set);
+		if (!ret)
+			ret = list_node(er, i, true, &set);
+	}
 	if (ret)
 		goto out_free;
 	merge(&set);
 	local_bit = UINT64_C(1) << er->local_idx;
 	for (size_t i = 0; i < set.nr; i++) {
-		if ((set.e[i].holders & local_bit) || !is_mine(er, set.e[i].oid))
+		if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
 			set.e[i].oid = 0; /* nothing to do */
 		else
 			nr_todo++;
@@ -355,7 +469,7 @@ static int run_epoch(uint32_t epoch)
 		if (!oid)
 			continue;
 		pthread_mutex_lock(oid_lock(oid));
-		r = fetch_locked(er, oid, set.e[i].holders);
+		r = fetch_locked(er, oid, set.e[i].live, set.e[i].stale);
 		pthread_mutex_unlock(oid_lock(oid));
 		if (r == SD_RES_SUCCESS) {
 			count(&info.nr_done, 1);
@@ -368,7 +482,10 @@ static int run_epoch(uint32_t epoch)
 		sd_info("recovery of epoch %" PRIu32 " done: %" PRIu64 " fetched, %" PRIu64
 			" failed",
 			epoch, info.nr_done, info.nr_failed);
-		set_info(epoch, SD_RECOVERY_DONE);
+		set_info(epoch, SD_RECOVERY_WAITING);
+		/* with a failure, nothing is removed until a later epoch */
+		if (!info.nr_failed && clean_epoch(er, &set))
+			set_info(epoch, SD_RECOVERY_DONE);
 	}
 out_free:
 	free(set.e);
@@ -488,7 +605,8 @@ static void join_fn(struct work *w)
 		if (ret != SD_RES_SUCCESS)
 			sd_err("cannot learn the vdis from the cluster: %s", sd_strerror(ret));
 	}
-	set_info(group_epoch(), SD_RECOVERY_DONE);
+	/* not recovered until its own run says so: the others wait for it */
+	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);
 }
 
 static void join_done(struct work *w)
@@ -532,7 +650,10 @@ int recovery_op_fetch(struct request *req)
 	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE ||
 	    (rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
-	ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	if (rq->flags & SD_FLAG_CMD_STALE)
+		ret = sd_store->read_stale(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	else
+		ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
 	if (ret == SD_RES_SUCCESS)
 		req->rp.data_length = rq->data_length;
 	return ret;

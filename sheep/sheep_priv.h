@@ -190,6 +190,9 @@ int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 int vdi_copies(uint32_t vid);
 /* the header of an inode changed on disk: refresh the cached state */
 void vdi_header_updated(uint32_t vid);
+/* recovery stored the inode of vid here: know the VDI (it may be new here) */
+struct sd_inode_header;
+void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
 /* learn the namespace from a member (a node that joined): SD_RES_* */
 int vdi_sync_from(const struct sd_node_id *nid);
 /* remove every VDI's state (after format) */

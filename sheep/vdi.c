@@ -615,6 +615,21 @@ int vdi_op_read_vdis(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
+{
+	struct vdi_state *s;
+
+	pthread_rwlock_wrlock(&vdi_lock);
+	sd_vid_set(vdi_bitmap, vid);
+	s = get_state(vid);
+	if (s) {
+		bool locked = s->locked;
+		fill_state(s, h);
+		s->locked = locked;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+}
+
 /*
  * A node that joined a running cluster learns the namespace from member
  * nid: its in-use bitmap, then the header of every vid it did not know,

@@ -218,14 +218,21 @@ static int plain_flush(void)
 	return SD_RES_SUCCESS;
 }
 
-static int plain_for_each(int (*fn)(uint64_t oid, void *arg), void *arg)
+/* fn for every object file (16 hex digits) in the directory fd */
+static int for_each_in(int fd, int (*fn)(uint64_t oid, void *arg), void *arg)
 {
-	DIR *d = opendir(obj_dir);
+	DIR *d;
 	struct dirent *de;
 	int ret = 0;
 
-	if (!d)
+	fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : SD_RES_EIO;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
 		return SD_RES_EIO;
+	}
 	while (!ret && (de = readdir(d))) {
 		char *end;
 		uint64_t oid;
@@ -239,6 +246,11 @@ static int plain_for_each(int (*fn)(uint64_t oid, void *arg), void *arg)
 	}
 	closedir(d);
 	return ret;
+}
+
+static int plain_for_each(int (*fn)(uint64_t oid, void *arg), void *arg)
+{
+	return for_each_in(obj_dir_fd, fn, arg);
 }
 
 struct stat_acc {
@@ -318,6 +330,34 @@ static int plain_read_stale(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 	return ret ? err_to_res(-ret) : SD_RES_SUCCESS;
 }
 
+static int plain_for_each_stale(int (*fn)(uint64_t oid, void *arg), void *arg)
+{
+	int fd = openat(obj_dir_fd, STALE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : SD_RES_EIO;
+	ret = for_each_in(fd, fn, arg);
+	close(fd);
+	return ret;
+}
+
+static int unlink_stale(uint64_t oid, void *arg)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), STALE_DIR "/%s", obj_name(oid).s);
+	if (unlinkat(obj_dir_fd, path, 0) < 0 && errno != ENOENT) {
+		sd_err("cannot remove the stale copy of %016" PRIx64 ": %m", oid);
+		return SD_RES_EIO;
+	}
+	return 0;
+}
+
+static int plain_purge_stale(void)
+{
+	return plain_for_each_stale(unlink_stale, NULL);
+}
+
 static const struct store_driver plain_store = {
 	.name = "plain",
 	.init = plain_init,
@@ -331,6 +371,8 @@ static const struct store_driver plain_store = {
 	.stat = plain_stat,
 	.stale_all = plain_stale_all,
 	.read_stale = plain_read_stale,
+	.for_each_stale = plain_for_each_stale,
+	.purge_stale = plain_purge_stale,
 };
 
 store_driver_register(plain_store);

@@ -20,6 +20,8 @@
  *   replaces an older stale copy of the same object.
  * - read_stale: read a stale copy, as read; recovery's last resort when no
  *   live node has the object.
+ * - for_each_stale: as for_each, over the stale copies.
+ * - purge_stale: remove every stale copy.
  */
 #ifndef STORE_H
 #define STORE_H
@@ -45,6 +47,8 @@ struct store_driver {
 	int (*stat)(struct store_stat *st);
 	int (*stale_all)(uint64_t *nr);
 	int (*read_stale)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
+	int (*for_each_stale)(int (*fn)(uint64_t oid, void *arg), void *arg);
+	int (*purge_stale)(void);
 };
 
 void store_register(const struct store_driver *drv);
