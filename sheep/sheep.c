@@ -28,6 +28,10 @@
 struct sheep_config sys;
 struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
 
+/* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
+#define MAX_VNODES 4096
+static int nr_vnodes = SD_DEFAULT_VNODES;
+
 static const struct option long_options[] = {
 	{ "port", required_argument, NULL, 'p' },
 	{ "bind", required_argument, NULL, 'b' },
@@ -36,6 +40,7 @@ static const struct option long_options[] = {
 	{ "cluster", required_argument, NULL, 'c' },
 	{ "zone", required_argument, NULL, 'z' },
 	{ "threads", required_argument, NULL, 't' },
+	{ "vnodes", required_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -57,12 +62,15 @@ static void usage(FILE *f, const char *prog)
 		"  -c, --cluster DRIVER   cluster driver: %s (default local)\n"
 		"  -z, --zone ZONE        failure zone of this node (default: derived from the address)\n"
 		"  -t, --threads N        object I/O worker threads (default %d)\n"
+		"  -V, --vnodes N         points of this node on the placement ring: its share\n"
+		"                         of the objects; give twice the capacity twice the\n"
+		"                         vnodes (1-%d, default %d)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
-		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS);
+		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES);
 }
 
 static volatile bool stop_requested;
@@ -153,7 +161,7 @@ static int make_self_node(struct sd_node *node)
 		return -EINVAL;
 	node->nid.port = (uint16_t)sys.port;
 	node->zone = sys.zone;
-	node->nr_vnodes = 128;
+	node->nr_vnodes = (uint16_t)nr_vnodes;
 	return 0;
 }
 
@@ -163,7 +171,7 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 	int ch, lv;
 	uint64_t v;
 
-	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:hv", long_options, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:hv", long_options, NULL)) != -1) {
 		switch (ch) {
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
@@ -202,6 +210,14 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				return -1;
 			}
 			*threads = (int)v;
+			break;
+		case 'V':
+			if (sd_parse_uint(optarg, 1, MAX_VNODES, &v)) {
+				fprintf(stderr, "sheep: invalid vnode count '%s' (1-%d)\n", optarg,
+					MAX_VNODES);
+				return -1;
+			}
+			nr_vnodes = (int)v;
 			break;
 		case 'h':
 			usage(stdout, argv[0]);
