@@ -34,6 +34,31 @@ static int get_nodes(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
 	return EXIT_OK;
 }
 
+/*
+ * Ask node i (nodes[i]) for the len-byte answer of opcode into buf. EXIT_OK,
+ * or an exit code once the failure is reported (what: what was asked).
+ */
+static int node_exec(const struct sd_node *node, uint32_t i, uint8_t opcode, void *buf,
+		     uint32_t len, const char *what)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char host[64];
+
+	memset(buf, 0, len);
+	collie_node_host(node, host, sizeof(host));
+	collie_init_req(&hdr, opcode);
+	hdr.data_length = len;
+	if (collie_exec_at(host, node->nid.port, &hdr, buf, 0, len, &rsp))
+		return EXIT_SYSFAIL;
+	if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to get the %s of node %u: %s", what, i,
+			   sd_strerror((int)rsp.result));
+		return collie_exit_code((int)rsp.result);
+	}
+	return EXIT_OK;
+}
+
 static int node_list(int argc, char **argv)
 {
 	struct sd_node *nodes;
@@ -87,23 +112,12 @@ static int node_info(int argc, char **argv)
 		printf("%5s %10s %10s %10s %5s %9s\n", "Id", "Size", "Used", "Avail", "Use%",
 		       "Objects");
 	for (uint32_t i = 0; i < nr; i++) {
-		struct sd_req hdr;
-		struct sd_rsp rsp;
 		struct sd_node_info info;
-		char host[64], id[16];
+		char id[16];
 
-		memset(&info, 0, sizeof(info));
-		collie_node_host(&nodes[i], host, sizeof(host));
-		collie_init_req(&hdr, SD_OP_STAT_SHEEP);
-		hdr.data_length = sizeof(info);
-		if (collie_exec_at(host, nodes[i].nid.port, &hdr, &info, 0, sizeof(info), &rsp)) {
-			failed = EXIT_SYSFAIL;
-			continue;
-		}
-		if (rsp.result != SD_RES_SUCCESS) {
-			collie_err("failed to get the status of node %u: %s", i,
-				   sd_strerror((int)rsp.result));
-			failed = collie_exit_code((int)rsp.result);
+		ret = node_exec(&nodes[i], i, SD_OP_STAT_SHEEP, &info, sizeof(info), "status");
+		if (ret) {
+			failed = ret;
 			continue;
 		}
 		snprintf(id, sizeof(id), "%u", i);
@@ -152,25 +166,14 @@ static int node_recovery(int argc, char **argv)
 		       "  Removed\n");
 	for (uint32_t i = 0; i < nr; i++) {
 		struct sd_recovery_info info;
-		struct sd_req hdr;
-		struct sd_rsp rsp;
-		char host[64];
 
-		memset(&info, 0, sizeof(info));
-		collie_node_host(&nodes[i], host, sizeof(host));
+		ret = node_exec(&nodes[i], i, SD_OP_STAT_RECOVERY, &info, sizeof(info),
+				"recovery");
+		if (ret) {
+			failed = ret;
+			continue;
+		}
 		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
-		collie_init_req(&hdr, SD_OP_STAT_RECOVERY);
-		hdr.data_length = sizeof(info);
-		if (collie_exec_at(host, nodes[i].nid.port, &hdr, &info, 0, sizeof(info), &rsp)) {
-			failed = EXIT_SYSFAIL;
-			continue;
-		}
-		if (rsp.result != SD_RES_SUCCESS) {
-			collie_err("failed to get the recovery of node %u: %s", i,
-				   sd_strerror((int)rsp.result));
-			failed = collie_exit_code((int)rsp.result);
-			continue;
-		}
 		if (opts.raw)
 			printf("%u %s %u %s %llu %llu %llu %llu\n", i, addr, info.epoch,
 			       recovery_state(info.state), (unsigned long long)info.nr_done,

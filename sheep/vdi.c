@@ -86,6 +86,18 @@ static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
 	s->size = h->vdi_size;
 }
 
+/* a changed header, for a VDI s known already (or NULL); caller holds the write lock */
+static void refill_state(struct vdi_state *s, const struct sd_inode_header *h)
+{
+	bool locked;
+
+	if (!s)
+		return;
+	locked = s->locked; /* lock state is not in the inode */
+	fill_state(s, h);
+	s->locked = locked;
+}
+
 static int read_local_header(uint32_t vid, struct sd_inode_header *h)
 {
 	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
@@ -182,7 +194,6 @@ int vdi_copies(uint32_t vid)
 void vdi_header_updated(uint32_t vid)
 {
 	struct sd_inode_header *h = malloc(sizeof(*h));
-	struct vdi_state *s;
 
 	if (!h)
 		return;
@@ -191,12 +202,7 @@ void vdi_header_updated(uint32_t vid)
 	pthread_rwlock_unlock(&vdi_lock);
 	if (read_header(vid, h, copies) == SD_RES_SUCCESS) {
 		pthread_rwlock_wrlock(&vdi_lock);
-		s = lookup_vid(vid);
-		if (s) {
-			bool locked = s->locked;
-			fill_state(s, h);
-			s->locked = locked;
-		}
+		refill_state(lookup_vid(vid), h);
 		pthread_rwlock_unlock(&vdi_lock);
 	}
 	free(h);
@@ -617,16 +623,9 @@ int vdi_op_read_vdis(struct request *req)
 
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
 {
-	struct vdi_state *s;
-
 	pthread_rwlock_wrlock(&vdi_lock);
 	sd_vid_set(vdi_bitmap, vid);
-	s = get_state(vid);
-	if (s) {
-		bool locked = s->locked;
-		fill_state(s, h);
-		s->locked = locked;
-	}
+	refill_state(get_state(vid), h);
 	pthread_rwlock_unlock(&vdi_lock);
 }
 
@@ -674,9 +673,7 @@ int vdi_sync_from(const struct sd_node_id *nid)
 		sd_vid_set(vdi_bitmap, vid);
 		s = r == SD_RES_SUCCESS ? get_state(vid) : NULL;
 		if (s) {
-			bool locked = s->locked;
-			fill_state(s, h);
-			s->locked = locked;
+			refill_state(s, h);
 			nr_new++;
 		}
 		pthread_rwlock_unlock(&vdi_lock);
