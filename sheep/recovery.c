@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "proto_util.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
@@ -276,7 +277,7 @@ static int add_oid(uint64_t oid, void *arg)
  */
 static int list_node(const struct epoch_ring *er, int node, bool stale, struct obj_set *set)
 {
-	uint32_t cap = 1 << 20; /* oids */
+	uint32_t cap = 1 << 16; /* oids; doubled while the answer does not fit */
 	struct sd_rsp rsp;
 	uint64_t *oids;
 	int ret = 0;
@@ -310,9 +311,13 @@ static int list_node(const struct epoch_ring *er, int node, bool stale, struct o
 		}
 		free(oids);
 		oids = NULL;
-		if (rsp.result == SD_RES_NO_SPACE && cap < (1 << 23)) {
-			cap *= 2;
-			continue;
+		if (rsp.result == SD_RES_NO_SPACE) {
+			if ((uint64_t)cap * 2 * sizeof(uint64_t) <= SD_MAX_DATA_LEN) {
+				cap *= 2;
+				continue;
+			}
+			sd_err("node %d stores more objects than one list can carry", node);
+			return -EAGAIN;
 		}
 		if ((rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER) ||
 		    tries >= LIST_TRIES || superseded(er->epoch))

@@ -268,7 +268,13 @@ static void dispatch(struct request *req)
 		list_add_tail(&req->node, &join_waiters);
 		return;
 	}
-	if (!req->op->force && !group_is_formatted())
+	/*
+	 * A peer op may reach a node that has not applied the format yet (the
+	 * order is total, the moment each node applies it is not): its epoch
+	 * check answers, and the sender retries until this node catches up.
+	 */
+	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
+	    !group_is_formatted())
 		return finish_with(req, SD_RES_WAIT_FOR_FORMAT);
 	switch (req->op->type) {
 	case OP_MAIN:
