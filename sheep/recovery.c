@@ -365,6 +365,30 @@ static bool is_mine(const struct epoch_ring *er, uint64_t oid)
 	return false;
 }
 
+/*
+ * The VDIs whose inodes the nodes list and that this node does not know
+ * (the first node back after a whole cluster stopped knows only the
+ * inodes it stores): learn their headers, so that their objects are placed
+ * with their own copies.
+ */
+static void learn_vdis(const struct obj_set *set)
+{
+	struct sd_inode_header *h = malloc(sizeof(*h));
+
+	if (!h)
+		return;
+	for (size_t i = 0; i < set->nr; i++) {
+		uint64_t oid = set->e[i].oid;
+
+		if (!is_vdi_obj(oid) || !set->e[i].live || vdi_copies(oid_to_vid(oid)) > 0)
+			continue;
+		if (gateway_obj_read(oid, h, SD_INODE_HEADER_SIZE, 0, group_copies()) ==
+		    SD_RES_SUCCESS)
+			vdi_inode_recovered(oid_to_vid(oid), h);
+	}
+	free(h);
+}
+
 /* has node of er fetched what the ring of er gives it, with no failure? */
 static bool node_recovered(const struct epoch_ring *er, int node)
 {
@@ -409,7 +433,8 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 	for (size_t i = 0; i < set->nr && !superseded(er->epoch); i++) {
 		uint64_t oid = set->e[i].oid;
 
-		if (is_mine(er, oid))
+		/* a VDI unknown here: its copies are unknown, keep its objects */
+		if (is_mine(er, oid) || vdi_copies(oid_to_vid(oid)) <= 0)
 			continue;
 		pthread_mutex_lock(oid_lock(oid));
 		if (sd_store->remove(oid) == SD_RES_SUCCESS)
@@ -458,6 +483,7 @@ static int run_epoch(uint32_t epoch)
 	if (ret)
 		goto out_free;
 	merge(&set);
+	learn_vdis(&set);
 	local_bit = UINT64_C(1) << er->local_idx;
 	for (size_t i = 0; i < set.nr; i++) {
 		if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
