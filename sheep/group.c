@@ -6,6 +6,11 @@
  * knows the history. Every membership change after format starts an epoch.
  * State is changed only on the main thread; readers on other threads take
  * the lock.
+ *
+ * Quorum: a node whose partition has no quorum (the cluster driver says
+ * so, see cluster.h) counts no epoch and applies no event: it stops with
+ * a failure status, so that the majority alone goes on. Restarted once
+ * the network is back, it joins like any node (recovery_join).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +40,7 @@ static struct sd_node self_node;
 static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct cluster_driver *driver;
 static struct epoch_ring *cur_ring; /* under cs_lock */
+static bool is_quorum_lost;	    /* main thread */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -248,6 +254,26 @@ static bool update_members(const struct sd_node *members, int nr)
 	return changed;
 }
 
+/* main thread: this partition has no quorum; stop, once */
+static void stop_without_quorum(void)
+{
+	if (is_quorum_lost)
+		return;
+	is_quorum_lost = true;
+	sd_emerg("lost quorum: this node is in a minority partition; stopping, restart it once the "
+		 "network is back");
+	sys.exit_status = 1;
+	sheep_request_shutdown();
+}
+
+/* main thread: false, and the daemon stops, when this partition has no quorum */
+static bool check_quorum(void)
+{
+	if (!is_quorum_lost && !cdrv_is_quorate())
+		stop_without_quorum();
+	return !is_quorum_lost;
+}
+
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 {
 	self_node = *me;
@@ -257,6 +283,8 @@ int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 
 void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
+	if (!check_quorum())
+		return;
 	/* joining a cluster that runs: learn its state before serving */
 	if (!memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid)) && nr > 1) {
 		pthread_mutex_lock(&cs_lock);
@@ -278,13 +306,22 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 		sheep_request_shutdown();
 		return;
 	}
+	if (!check_quorum())
+		return;
 	if (update_members(members, nr))
 		recovery_kick();
 }
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
 {
+	if (!check_quorum())
+		return;
 	ordered_deliver(msg, len, cs.nr_nodes);
+}
+
+void sd_quorum_lost_handler(void)
+{
+	stop_without_quorum();
 }
 
 int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)

@@ -36,6 +36,16 @@
  * - Messages. notify() returns before delivery; the sender itself gets
  *   its message through sd_notify_handler like everyone else, in the
  *   total order. `sender` is a member of the current list.
+ * - Quorum. A driver that knows about partitions (is_quorate) calls
+ *   sd_quorum_lost_handler() when the partition of this member loses
+ *   quorum, and its is_quorate(), called from a join or leave handler,
+ *   answers for the membership after that event even if the driver has
+ *   not delivered the quorum change yet. Policy: a member without quorum
+ *   must not keep a view that diverges from the majority's: the daemon
+ *   counts no epoch for that membership change, applies nothing more and
+ *   stops with a failure status; once the network is back an operator
+ *   restarts it and it joins like any node. A member that starts in a
+ *   partition without quorum stops the same way.
  * - Handlers may call notify(). They must not call join() or leave().
  *
  * Callbacks:
@@ -51,7 +61,7 @@
  *   -ENOTCONN (not a member) or another -errno.
  * - is_quorate(): optional (NULL: always quorate). True when this member
  *   belongs to the partition that holds the quorum, for drivers that know
- *   about partitions. Main thread only.
+ *   about partitions; see "Quorum". Main thread only.
  *
  * Drivers:
  * - local[:DIR]: every sheep of one machine; DIR is shared by the members
@@ -106,5 +116,6 @@ void cdrv_names(char *buf, size_t len);
 void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr);
 void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr);
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len);
+void sd_quorum_lost_handler(void);
 
 #endif

@@ -7,6 +7,7 @@
  *   leave PORT : PORT ...
  *   msg PORT TEXT                 (the sender, then the message)
  *   evicted : PORT ...            (the others declared this member dead)
+ *   quorum-lost :                 (this member's partition lost quorum)
  *
  * Nodes are told apart by port. Commands come one per line on a FIFO:
  * "send N" broadcasts N messages "PORT.I", "leave" leaves gracefully and
@@ -72,6 +73,11 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 		     (int)(len < 200 ? len : 200), (const char *)msg);
 	if (sd_write_full(event_fd, line, n))
 		abort();
+}
+
+void sd_quorum_lost_handler(void)
+{
+	log_line("quorum-lost", NULL, NULL, 0);
 }
 
 static void run_command(const char *cmd)
