@@ -71,7 +71,8 @@
  * - corosync[:GROUP]: CPG group GROUP (default "sheepdog"). A killed member
  *   leaves at once (corosync reports it); a member that stays silent for
  *   COROSYNC_SILENT_MS (stopped, or its daemon hung) is declared dead by the
- *   oldest member that still speaks. is_quorate() asks votequorum.
+ *   oldest member that still speaks. is_quorate() asks votequorum; join()
+ *   first waits up to 10 s for this partition to be quorate.
  */
 #ifndef CLUSTER_H
 #define CLUSTER_H

@@ -40,8 +40,18 @@
  * clocks. A member that finds itself evicted reports it (see cluster.h)
  * and stops delivering.
  *
- * Quorum: libquorum (votequorum) answers is_quorate(); its fd is in the
- * main loop and changes are logged. CPG itself does not enforce quorum.
+ * Quorum: CPG itself does not enforce quorum, so a member cut off from the
+ * majority keeps a working group of its own. libquorum (votequorum) does
+ * the counting: its fd is in the main loop, and a notification that this
+ * partition lost quorum calls sd_quorum_lost_handler() (the daemon stops:
+ * see cluster.h). After a ring change corosync synchronises its services
+ * in the order of their ids, CPG before votequorum, and the two talk to
+ * this process on two connections: the confchg that reports a node down
+ * comes first, while votequorum still counts the old ring. So before it
+ * delivers such a leave, the driver waits (bounded) for the quorum
+ * notification whose view no longer has that node; is_quorate() asks
+ * votequorum there and then. join() waits, for a bounded time, until the
+ * partition is quorate before it joins the group.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,6 +76,8 @@
 #define COROSYNC_JOIN_WAIT_MS 15000 /* for the master's ACCEPT */
 #define COROSYNC_HEARTBEAT_MS 500
 #define COROSYNC_SILENT_MS 5000
+#define COROSYNC_QUORUM_WAIT_MS 3000 /* for votequorum to count a new ring */
+#define COROSYNC_MAX_VIEW 384	     /* corosync's PROCESSOR_COUNT_MAX */
 
 enum cs_type {
 	CS_JOIN = 1,
@@ -127,6 +139,8 @@ static bool has_quorum_service;
 static bool quorate = true;
 static struct cpg_name group;
 static int cpg_fd = -1, quorum_fd = -1, beat_fd = -1;
+static uint32_t quorum_view[COROSYNC_MAX_VIEW]; /* nodeids of the last notification */
+static size_t nr_quorum_view;
 
 static enum cs_state state;
 static struct cs_id self_id;
@@ -442,6 +456,49 @@ static void corosync_deliver(cpg_handle_t handle, const struct cpg_name *name, u
 	}
 }
 
+static bool in_quorum_view(uint32_t nodeid)
+{
+	for (size_t i = 0; i < nr_quorum_view; i++)
+		if (quorum_view[i] == nodeid)
+			return true;
+	return false;
+}
+
+/*
+ * CPG reports nodes down before votequorum has counted the ring without
+ * them (see the top of this file): wait, for a bounded time, for the
+ * quorum notification that no longer lists them, so that is_quorate()
+ * answers for the membership after this change.
+ */
+static void quorum_catch_up(const struct cpg_address *left, size_t nr_left)
+{
+	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_QUORUM_WAIT_MS * 1000000;
+	struct pollfd pfd = { .fd = quorum_fd, .events = POLLIN };
+	int nr_waits = 0;
+
+	while (has_quorum_service) {
+		bool is_stale = false;
+		uint64_t now = sd_now_ns();
+
+		for (size_t i = 0; i < nr_left && !is_stale; i++)
+			is_stale =
+			    left[i].reason == CPG_REASON_NODEDOWN && in_quorum_view(left[i].nodeid);
+		if (!is_stale)
+			return;
+		if (!nr_waits++)
+			sd_debug("a node is down: waiting for votequorum to count the new ring");
+		if (now >= deadline) {
+			sd_warn("votequorum did not count the new ring within %d ms",
+				COROSYNC_QUORUM_WAIT_MS);
+			return;
+		}
+		if (poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) < 0 && errno != EINTR)
+			return;
+		if (quorum_dispatch(quorum_handle, CS_DISPATCH_ALL) != CS_OK)
+			return;
+	}
+}
+
 static void corosync_confchg(cpg_handle_t handle, const struct cpg_name *name,
 			     const struct cpg_address *list, size_t nr_list,
 			     const struct cpg_address *left, size_t nr_left,
@@ -473,6 +530,8 @@ static void corosync_confchg(cpg_handle_t handle, const struct cpg_name *name,
 		return;
 	}
 	vseq++;
+	if (state == CS_MEMBER && nr_left)
+		quorum_catch_up(left, nr_left);
 	for (size_t i = 0; i < nr_left; i++) {
 		struct cs_id id = { left[i].nodeid, left[i].pid };
 
@@ -526,12 +585,48 @@ static void corosync_beat(int fd, uint32_t events, void *data)
 	}
 }
 
+/* take votequorum's answer: true when this partition has just lost quorum */
+static bool set_quorate(bool is_quorate)
+{
+	bool lost = quorate && !is_quorate;
+
+	if (quorate != is_quorate)
+		sd_notice("quorum %s", is_quorate ? "gained" : "lost");
+	quorate = is_quorate;
+	return lost;
+}
+
 static void corosync_quorum_notify(quorum_handle_t handle, uint32_t is_quorate, uint64_t ring_seq,
 				   uint32_t nr_view, uint32_t *view)
 {
-	if (quorate != !!is_quorate)
-		sd_notice("quorum %s (%u nodes in view)", is_quorate ? "gained" : "lost", nr_view);
-	quorate = !!is_quorate;
+	sd_debug("quorum notification: %squorate, %u nodes in view", is_quorate ? "" : "not ",
+		 nr_view);
+	nr_quorum_view = nr_view < COROSYNC_MAX_VIEW ? nr_view : COROSYNC_MAX_VIEW;
+	memcpy(quorum_view, view, nr_quorum_view * sizeof(*view));
+	if (set_quorate(is_quorate != 0) && state == CS_MEMBER)
+		sd_quorum_lost_handler();
+}
+
+/* votequorum's answer now: the notification may still be on its way */
+static bool corosync_is_quorate(void)
+{
+	int q;
+
+	if (has_quorum_service && quorum_getquorate(quorum_handle, &q) == CS_OK)
+		set_quorate(q != 0);
+	return quorate;
+}
+
+/* at start-up the ring may still be forming: give quorum a moment */
+static void wait_quorate(void)
+{
+	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
+
+	if (corosync_is_quorate())
+		return;
+	sd_info("waiting up to %d ms for this partition to be quorate", COROSYNC_INIT_WAIT_MS);
+	while (!corosync_is_quorate() && sd_now_ns() < deadline)
+		usleep(100000);
 }
 
 static void corosync_quorum_dispatch(int fd, uint32_t events, void *data)
@@ -564,6 +659,8 @@ static void init_quorum(void)
 	}
 	has_quorum_service = true;
 	quorate = q != 0;
+	/* the current view, sent when tracking starts */
+	quorum_dispatch(quorum_handle, CS_DISPATCH_ALL);
 }
 
 static int corosync_init(const char *option)
@@ -628,12 +725,14 @@ static int corosync_join(const struct sd_node *myself)
 		.it_interval = { 0, COROSYNC_HEARTBEAT_MS * 1000000L },
 		.it_value = { 0, COROSYNC_HEARTBEAT_MS * 1000000L },
 	};
-	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
+	uint64_t deadline;
 	cs_error_t err;
 	int ret;
 
 	if (state != CS_IDLE)
 		return -EINVAL;
+	wait_quorate();
+	deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
 	self_node = *myself;
 	is_complete = false;
 	nr_members = nr_pending = 0;
@@ -704,11 +803,6 @@ static int corosync_notify(const void *msg, size_t len)
 	if (len > CDRV_MAX_MSG_LEN)
 		return -EMSGSIZE;
 	return cs_send(&hdr, msg, len);
-}
-
-static bool corosync_is_quorate(void)
-{
-	return quorate;
 }
 
 static const struct cluster_driver cdrv_corosync = {
