@@ -303,6 +303,7 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 	/* the others declared this node dead: its view is stale, stop serving */
 	if (!memcmp(&left->nid, &self_node.nid, sizeof(left->nid))) {
 		sd_emerg("this node was evicted from the cluster; shutting down");
+		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}
