@@ -1,22 +1,41 @@
 /*
  * The trampolines.
  *
- * A patched site is "call trace_entry_tramp" at the entry of a function, so
- * on arrival 0(%rsp) is the site + 5 and 8(%rsp) the function's own return
- * address. The argument registers (and rax: the vector count of a variadic
- * call, r10: the static chain) are saved; the hooks are built
- * general-regs-only, so the vector registers are saved only around the slow
- * path, which may call into libc. The stack is 16-byte aligned at each call.
+ * Every traced function F has a 16-byte stub in the padding just before it
+ * (trace_stub_init() in site.c writes it once, at start-up):
  *
- * trace_return_tramp is where a traced function returns to once the hook
- * swapped its return address. It keeps the return registers: rax and rdx
- * on the stack; xmm0, xmm1, st0 and st1 because the exit hook and the
- * tracers' exit callbacks are general-regs-only and never touch them. It
- * asks the exit hook for the real return address and jumps there (r11 is
- * free at a return: caller-saved and no return value lives in it). It
- * stays valid for the life of the process: a thread may return through it
+ *	stub + 0:  call trace_entry_tramp	pushes stub + 5
+ *	stub + 5:  call F + 5			F's body, returning to stub + 10
+ *	stub + 10: jmp  trace_return_tramp
+ *	stub + 15: int3
+ *
+ * and a patched site (F + 0, just after the stub) is "jmp stub". So on
+ * arrival here 0(%rsp) is stub + 5 and 8(%rsp) F's own return address.
+ *
+ * Why a stub: every branch stays predictable. A return address simply
+ * swapped for a trampoline makes F's ret miss the return-stack buffer, and
+ * the jump back to the caller is an indirect one that misses as soon as the
+ * function has more than one caller (~10 ns each on our machines). Here the
+ * calls and returns pair up: the site's jmp pushes nothing; the stub's call
+ * to us and our ret pair up; the stub's call of F's body and F's ret pair
+ * up (F returns into its stub, as predicted); and the ret that ends
+ * trace_return_tramp pops the entry that F's caller pushed.
+ *
+ * The argument registers (and rax: the vector count of a variadic call,
+ * r10: the static chain) are saved; the hooks are built general-regs-only,
+ * so the vector registers are saved only around the slow path, which may
+ * call into libc. The stack is 16-byte aligned at each call.
+ *
+ * trace_return_tramp is where a traced function's stub goes once F
+ * returned. It keeps the return registers: rax and rdx on the stack; xmm0,
+ * xmm1, st0 and st1 because the exit hook and the tracers' exit callbacks
+ * are general-regs-only and never touch them. It asks the exit hook for
+ * the real return address and returns there. The stubs and this trampoline
+ * stay valid for the life of the process: a thread may return through them
  * long after tracing stopped.
  */
+#include "trace_asm.h"
+
 	.text
 
 	.globl	trace_entry_tramp
@@ -40,11 +59,12 @@ trace_entry_tramp:
 	.cfi_adjust_cfa_offset 8
 	pushq	%r10
 	.cfi_adjust_cfa_offset 8
-	movq	64(%rsp), %rdi		/* site + 5 */
-	leaq	72(%rsp), %rsi		/* where the function's return address is */
+	movq	64(%rsp), %rdi		/* stub + 5 */
+	leaq	72(%rsp), %rsi		/* where F's return address is */
 	call	trace_entry_hook@PLT
-	testl	%eax, %eax
-	jnz	2f
+	cmpl	$TRACE_HOOK_UNTRACED, %eax
+	ja	3f			/* TRACE_HOOK_SLOW */
+	/* pops keep the flags of that compare */
 1:	popq	%r10
 	.cfi_adjust_cfa_offset -8
 	popq	%r9
@@ -61,8 +81,22 @@ trace_entry_tramp:
 	.cfi_adjust_cfa_offset -8
 	popq	%rax
 	.cfi_adjust_cfa_offset -8
+	je	2f
+	/*
+	 * TRACE_HOOK_TRACED: the hook kept F's return address on the shadow
+	 * stack and put stub + 5 in its place. Drop our own return address
+	 * and return to stub + 5 (which the return-stack buffer predicts):
+	 * it calls F's body with the stack as F's caller left it.
+	 */
+	.cfi_remember_state
+	leaq	8(%rsp), %rsp
+	.cfi_adjust_cfa_offset -8
 	ret
-2:	/* slow path: this thread has no buffer for this session yet */
+	.cfi_restore_state
+2:	/* TRACE_HOOK_UNTRACED (rare): straight to F's body, skipping the stub */
+	addq	$TRACE_STUB_SIZE, (%rsp)
+	ret
+3:	/* slow path: this thread has no buffer for this session yet */
 	.cfi_adjust_cfa_offset 64
 	subq	$128, %rsp
 	.cfi_adjust_cfa_offset 128
@@ -87,6 +121,7 @@ trace_entry_tramp:
 	movdqu	112(%rsp), %xmm7
 	addq	$128, %rsp
 	.cfi_adjust_cfa_offset -128
+	cmpl	$TRACE_HOOK_UNTRACED, %eax
 	jmp	1b
 	.cfi_endproc
 	.size	trace_entry_tramp, .-trace_entry_tramp
@@ -96,28 +131,26 @@ trace_entry_tramp:
 	.p2align 4
 trace_return_tramp:
 	.cfi_startproc
-	/* the traced function's ret popped our address: rsp is the caller's */
-	pushq	%rax			/* rsp: 16n - 8 */
+	/* F returned into its stub, which jumped here: rsp is the caller's (16n) */
+	subq	$8, %rsp		/* F's slot again: the real return address */
+	.cfi_adjust_cfa_offset 8
+	pushq	%rax
 	.cfi_adjust_cfa_offset 8
 	pushq	%rdx
 	.cfi_adjust_cfa_offset 8
-	subq	$8, %rsp		/* 16-byte aligned again */
-	.cfi_adjust_cfa_offset 8
 	leaq	24(%rsp), %rdi		/* rsp on arrival */
+	subq	$8, %rsp		/* 16-byte aligned */
+	.cfi_adjust_cfa_offset 8
 	call	trace_exit_hook@PLT	/* general-regs-only: xmm0, xmm1, st0 stay */
-	movq	%rax, %r11		/* the real return address */
+	movq	%rax, 24(%rsp)
 	addq	$8, %rsp
 	.cfi_adjust_cfa_offset -8
 	popq	%rdx
 	.cfi_adjust_cfa_offset -8
 	popq	%rax
 	.cfi_adjust_cfa_offset -8
-	/*
-	 * jmp, not ret: the ret that brought us here consumed this frame's
-	 * return-stack-buffer entry; another ret would pop the caller's and
-	 * every outer return would be mispredicted.
-	 */
-	jmp	*%r11
+	/* pops the return-stack-buffer entry of the caller's call: predicted */
+	ret
 	.cfi_endproc
 	.size	trace_return_tramp, .-trace_return_tramp
 

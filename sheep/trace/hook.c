@@ -4,8 +4,10 @@
  * Per thread (__thread, static TLS of the executable: no allocation, no
  * lookup) a shadow stack keeps, for each call whose return was hijacked,
  * the real return address, the site and where on the stack the address was.
- * The entry hook pushes and swaps the return address for trace_return_tramp;
- * the exit hook pops and gives the real address back to the trampoline.
+ * The entry hook pushes and swaps the return address for the function's
+ * stub (entry.S), whose call of the function's body puts its own return
+ * address there; the exit hook pops and gives the real address back to
+ * trace_return_tramp.
  *
  * Rules kept here:
  * - no lock, no allocation, no syscall once the thread has its buffer; the
@@ -64,48 +66,54 @@ static inline __attribute__((always_inline)) void tracer_record(const struct tra
 }
 
 /*
- * Called by trace_entry_tramp. @ip is the site + 5, @parent the address of
- * the traced function's return address. Returns 1 when the thread needs
- * its buffer first (the trampoline then calls trace_entry_slow).
+ * Called by trace_entry_tramp. @ip is the stub + 5 (its call returns there),
+ * @parent the address of the traced function's return address. Returns
+ * TRACE_HOOK_TRACED once it kept *parent on the shadow stack and put @ip
+ * in its place, TRACE_HOOK_UNTRACED when this call is not traced, and
+ * TRACE_HOOK_SLOW when the thread needs its buffer first (the trampoline
+ * then calls trace_entry_slow).
  */
 int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 {
 	struct trace_thread *th = &self;
 	const struct tracer_ops *tracer = trace_hot.tracer;
+	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
 	uint32_t depth = th->depth;
 	struct shadow_entry *e;
 	struct tbuf *b;
 
 	if (unlikely(th->in_hook || !trace_hot.active || !tracer))
-		return 0;
+		return TRACE_HOOK_UNTRACED;
 	b = th->buf;
 	if (unlikely(!b || b->session != trace_hot.session))
-		return th->nobuf_session != trace_hot.session;
+		return th->nobuf_session != trace_hot.session ? TRACE_HOOK_SLOW
+							      : TRACE_HOOK_UNTRACED;
 	if (unlikely(depth >= trace_hot.depth_limit)) {
 		if (depth >= TRACE_MAX_DEPTH)
 			b->nr_overflow++;
-		return 0;
+		return TRACE_HOOK_UNTRACED;
 	}
 	th->in_hook = 1;
 	__asm__ volatile("" ::: "memory");
 	e = &th->stack[depth];
 	e->ret = *parent;
-	e->site = ip - TRACE_INSN_SIZE;
+	e->site = site;
 	e->slot = parent;
 	th->depth = depth + 1;
-	*parent = (uintptr_t)trace_return_tramp;
-	tracer_record(tracer, b, TREC_ENTRY, ip - TRACE_INSN_SIZE, depth);
+	*parent = ip;
+	tracer_record(tracer, b, TREC_ENTRY, site, depth);
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
-	return 0;
+	return TRACE_HOOK_TRACED;
 }
 
 /* First traced call of this thread in this session: get a buffer. */
-void trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 {
 	struct trace_thread *th = &self;
 	int saved_errno = errno;
 	sigset_t all, old;
+	int ret;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -118,13 +126,17 @@ void trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 	th->in_hook = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
-	if (th->buf)
-		trace_entry_hook(ip, parent);
+	if (!th->buf)
+		return TRACE_HOOK_UNTRACED;
+	ret = trace_entry_hook(ip, parent);
+	/* a stop or a new session in between: not traced this time */
+	return ret == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : ret;
 }
 
 /*
  * Called by trace_return_tramp with the stack pointer it arrived with: the
- * returning function's slot is just below. Returns where to go.
+ * returning function's slot is just below (it held stub + 10). Returns
+ * where to go.
  */
 uintptr_t trace_exit_hook(uintptr_t sp)
 {
@@ -159,11 +171,13 @@ uintptr_t trace_real_return(const uintptr_t *slot)
 {
 	const struct trace_thread *th = &self;
 
-	if (*slot != (uintptr_t)trace_return_tramp)
-		return *slot;
-	for (uint32_t d = th->depth; d > 0; d--)
-		if (th->stack[d - 1].slot == slot)
-			return th->stack[d - 1].ret;
+	for (uint32_t d = th->depth; d > 0; d--) {
+		const struct shadow_entry *e = &th->stack[d - 1];
+
+		/* stub + 5 until the stub calls the body, stub + 10 after */
+		if (e->slot == slot && *slot >= e->site - TRACE_STUB_SIZE && *slot < e->site)
+			return e->ret;
+	}
 	return *slot;
 }
 

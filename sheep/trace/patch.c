@@ -16,7 +16,7 @@
  * code that may have changed under them; so does the controller.
  *
  * Kill switch: a site that does not hold the bytes expected of its state
- * stops the change; every site that calls the trampoline is put back to a
+ * stops the change; every site that jumps to its stub is put back to a
  * NOP and the caller marks the tracer broken.
  */
 #include <errno.h>
@@ -312,25 +312,26 @@ void trace_stw_release(void)
 
 /* ---- rewriting sites ---- */
 
-static void make_call(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
+/* a site turned on: a jmp to the function's stub, just before it (entry.S) */
+static void make_jump(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
 {
-	int32_t rel = (int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(site + TRACE_INSN_SIZE));
+	int32_t rel = -(int32_t)(TRACE_STUB_SIZE + TRACE_INSN_SIZE);
 
-	insn[0] = 0xe8;
+	insn[0] = 0xe9;
 	memcpy(insn + 1, &rel, sizeof(rel));
 }
 
-/* Put NOP5 on every site that holds our call; the world is stopped. */
+/* Put NOP5 on every site that holds our jump; the world is stopped. */
 static int all_off_locked(void)
 {
-	uint8_t call[TRACE_INSN_SIZE];
+	uint8_t jump[TRACE_INSN_SIZE];
 	int ret = 0;
 
 	for (size_t i = 0; i < trace_nr_sites; i++) {
 		uintptr_t a = trace_sites[i].addr;
 
-		make_call(a, call);
-		if (memcmp((void *)a, call, TRACE_INSN_SIZE))
+		make_jump(a, jump);
+		if (memcmp((void *)a, jump, TRACE_INSN_SIZE))
 			continue;
 		if (trace_text_write(a, trace_nop5, TRACE_INSN_SIZE) < 0)
 			ret = -EIO;
@@ -365,16 +366,16 @@ static void report_anomaly(void)
 static int patch_one(size_t i, bool on)
 {
 	uintptr_t a = trace_sites[i].addr;
-	uint8_t call[TRACE_INSN_SIZE];
+	uint8_t jump[TRACE_INSN_SIZE];
 	const uint8_t *p = (const uint8_t *)a;
 
-	make_call(a, call);
+	make_jump(a, jump);
 	anomaly.addr = a;
 	memcpy(anomaly.bytes, p, TRACE_INSN_SIZE);
 	anomaly.write_failed = false;
-	if (memcmp(p, trace_site_on[i] ? call : trace_nop5, TRACE_INSN_SIZE))
+	if (memcmp(p, trace_site_on[i] ? jump : trace_nop5, TRACE_INSN_SIZE))
 		return -EIO;
-	if (trace_text_write(a, on ? call : trace_nop5, TRACE_INSN_SIZE) < 0) {
+	if (trace_text_write(a, on ? jump : trace_nop5, TRACE_INSN_SIZE) < 0) {
 		anomaly.write_failed = true;
 		return -EIO;
 	}

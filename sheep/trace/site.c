@@ -1,18 +1,22 @@
 /*
  * The site table.
  *
- * GCC's -fpatchable-function-entry=5 leaves five one-byte NOPs at the entry
- * of every function and lists their addresses in __patchable_function_entries.
- * The daemon is PIE: the section is writable data that the loader relocates
- * (R_X86_64_RELATIVE), so it holds run-time addresses and the text carries no
- * relocation. The table is built once at start-up, sorted, named from the
- * symbol table and then mapped read-only: every later lookup is a lock-free
- * binary search.
+ * GCC's -fpatchable-function-entry=21,16 leaves sixteen one-byte NOPs just
+ * before every function and five at its entry, and lists the address of the
+ * first NOP in __patchable_function_entries. The daemon is PIE: the section
+ * is writable data that the loader relocates (R_X86_64_RELATIVE), so it
+ * holds run-time addresses and the text carries no relocation. The table
+ * (one site per function: its entry) is built once at start-up, sorted,
+ * named from the symbol table and then mapped read-only: every later lookup
+ * is a lock-free binary search.
  *
  * Five one-byte NOPs are five instructions: a thread could be stopped between
  * them and a rewritten site would then run from its middle. So trace_init()
  * turns each into the one 5-byte NOP before any other thread exists; from
- * then on a site is one instruction in either state.
+ * then on a site is one instruction in either state. The sixteen bytes
+ * before it become the function's stub (entry.S) at the same time, once
+ * for the life of the process: no thread runs them until a site jumps
+ * there, and a thread may return into one long after tracing stopped.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +33,6 @@ extern const uintptr_t __start___patchable_function_entries[] __attribute__((wea
 extern const uintptr_t __stop___patchable_function_entries[] __attribute__((weak));
 
 const uint8_t trace_nop5[TRACE_INSN_SIZE] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
-static const uint8_t nop1x5[TRACE_INSN_SIZE] = { 0x90, 0x90, 0x90, 0x90, 0x90 };
 
 const struct trace_site *trace_sites;
 size_t trace_nr_sites;
@@ -59,29 +62,59 @@ static int count_threads(void)
 }
 
 /*
- * Turn every site into NOP5. A site already holding NOP5 is fine (a second
- * process image of the same text cannot exist, but a re-run after a failed
- * init can); anything else is an anomaly: nothing of it is touched.
+ * What goes at @site - TRACE_STUB_SIZE: the function's stub (see entry.S),
+ * then the site itself as NOP5.
+ */
+static void make_stub(uintptr_t site, uint8_t bytes[TRACE_STUB_SIZE + TRACE_INSN_SIZE])
+{
+	uintptr_t p = site - TRACE_STUB_SIZE;
+	int32_t rel[3] = {
+		(int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(p + 5)),
+		(int32_t)((intptr_t)(site + TRACE_INSN_SIZE) - (intptr_t)(p + 10)),
+		(int32_t)((intptr_t)trace_return_tramp - (intptr_t)(p + 15)),
+	};
+
+	bytes[0] = 0xe8; /* call trace_entry_tramp */
+	memcpy(bytes + 1, &rel[0], 4);
+	bytes[5] = 0xe8; /* call site + 5 */
+	memcpy(bytes + 6, &rel[1], 4);
+	bytes[10] = 0xe9; /* jmp trace_return_tramp */
+	memcpy(bytes + 11, &rel[2], 4);
+	bytes[15] = 0xcc; /* int3: never reached */
+	memcpy(bytes + TRACE_STUB_SIZE, trace_nop5, TRACE_INSN_SIZE);
+}
+
+/*
+ * Write every stub and turn every site into NOP5. A site already holding
+ * both is fine (a second process image of the same text cannot exist, but a
+ * re-run after a failed init can); anything else is an anomaly: nothing of
+ * it is touched.
  */
 static int sites_to_nop5(const struct trace_site *sites, size_t nr)
 {
+	uint8_t want[TRACE_STUB_SIZE + TRACE_INSN_SIZE];
+
 	for (size_t i = 0; i < nr; i++) {
 		const uint8_t *p = (const uint8_t *)sites[i].addr;
 
-		if (!memcmp(p, trace_nop5, TRACE_INSN_SIZE))
+		make_stub(sites[i].addr, want);
+		if (!memcmp(p - TRACE_STUB_SIZE, want, sizeof(want)))
 			continue;
-		if (memcmp(p, nop1x5, TRACE_INSN_SIZE)) {
-			sd_err("unexpected bytes %02x %02x %02x %02x %02x at site %#lx",
-			       p[0], p[1], p[2], p[3], p[4], (unsigned long)sites[i].addr);
-			return -EIO;
-		}
+		for (int j = -TRACE_STUB_SIZE; j < TRACE_INSN_SIZE; j++)
+			if (p[j] != 0x90) {
+				sd_err("unexpected byte %02x at site %#lx%+d (not 16 + 5 NOPs)",
+				       p[j], (unsigned long)sites[i].addr, j);
+				return -EIO;
+			}
 	}
 	for (size_t i = 0; i < nr; i++) {
-		int ret = trace_text_write(sites[i].addr, trace_nop5, TRACE_INSN_SIZE);
+		uintptr_t a = sites[i].addr;
+		int ret;
 
+		make_stub(a, want);
+		ret = trace_text_write(a - TRACE_STUB_SIZE, want, sizeof(want));
 		if (ret < 0) {
-			sd_err("cannot write site %#lx: %s", (unsigned long)sites[i].addr,
-			       strerror(-ret));
+			sd_err("cannot write site %#lx: %s", (unsigned long)a, strerror(-ret));
 			return ret;
 		}
 	}
@@ -112,9 +145,10 @@ int trace_sites_init(void)
 	sites = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (sites == MAP_FAILED)
 		return -ENOMEM;
+	/* each entry is the first of the NOPs before the function */
 	for (const uintptr_t *p = start; p && p < stop; p++)
 		if (*p)
-			sites[nr++].addr = *p;
+			sites[nr++].addr = *p + TRACE_STUB_SIZE;
 	qsort(sites, nr, sizeof(*sites), cmp_addr);
 	/* a function listed twice (comdat, inline copies) is one site */
 	if (nr) {

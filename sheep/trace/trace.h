@@ -1,10 +1,12 @@
 /*
  * The function tracer, as the daemon sees it.
  *
- * Every function of sheep and lib/ carries a patchable entry site
- * (-fpatchable-function-entry=5). trace_init() turns every site into one
- * 5-byte NOP; tracing rewrites chosen sites into a call to the entry
- * trampoline while every other thread is parked, and back again on stop.
+ * Every function of sheep and lib/ carries a patchable entry site and 16
+ * bytes of padding before it (-fpatchable-function-entry=21,16).
+ * trace_init() turns every site into one 5-byte NOP and writes a stub into
+ * the padding; tracing rewrites chosen sites into a jump to their stub,
+ * which calls the entry trampoline, while every other thread is parked,
+ * and back again on stop.
  * The wire format of the four trace operations is in internal_proto.h.
  */
 #ifndef TRACE_H

@@ -6,7 +6,7 @@
  *   site.c     the site table (sorted, read-only once built) and NOP setup
  *   symbol.c   function names of the sites, from /proc/self/exe (libelf)
  *   patch.c    stop-the-world and the one primitive that rewrites text
- *   entry.S    the entry and return trampolines
+ *   entry.S    the entry and return trampolines (and the per-function stubs)
  *   hook.c     the hot path: shadow stack, recursion guard, dispatch
  *   tbuf.c     per-thread ring buffers, snapshots, the TSC clock
  *   tracer.c   tracer registry
@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trace_asm.h"
 #include "util.h"
 
 #define TRACE_INSN_SIZE 5
@@ -60,7 +61,7 @@ int trace_symbols_load(struct trace_site *sites, size_t nr_sites);
 
 /* ---- patching (patch.c) ---- */
 
-/* per-site state, changed only under the trace lock: 1 if it calls the trampoline */
+/* per-site state, changed only under the trace lock: 1 if it jumps to its stub */
 extern uint8_t *trace_site_on;
 extern unsigned trace_stw_timeout_ms;
 
@@ -194,12 +195,13 @@ uint64_t trace_tsc_to_ns(uint64_t tsc);
 
 void trace_entry_tramp(void);
 void trace_return_tramp(void);
+/* TRACE_HOOK_* (trace_asm.h) */
 int trace_entry_hook(uintptr_t ip, uintptr_t *parent);
-void trace_entry_slow(uintptr_t ip, uintptr_t *parent);
+int trace_entry_slow(uintptr_t ip, uintptr_t *parent);
 uintptr_t trace_exit_hook(uintptr_t sp);
 /*
  * The real return address stored at @slot of the calling thread's stack:
- * *slot itself unless the tracer swapped it for the return trampoline.
+ * *slot itself unless the tracer swapped it for the function's stub.
  */
 uintptr_t trace_real_return(const uintptr_t *slot);
 /* shadow stack depth of the calling thread (tests) */

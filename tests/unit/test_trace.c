@@ -22,13 +22,17 @@ static const struct trace_site *site_of(void *fn)
 	return trace_site_find((uintptr_t)fn);
 }
 
+/* the site jumps to its stub, whose first instruction calls the trampoline */
 static bool site_is_call(const struct trace_site *s)
 {
 	const uint8_t *p = (const uint8_t *)s->addr;
-	int32_t rel;
+	const uint8_t *stub = p - TRACE_STUB_SIZE;
+	int32_t rel, stub_rel;
 
 	memcpy(&rel, p + 1, sizeof(rel));
-	return p[0] == 0xe8 && s->addr + 5 + rel == (uintptr_t)trace_entry_tramp;
+	memcpy(&stub_rel, stub + 1, sizeof(stub_rel));
+	return p[0] == 0xe9 && p + 5 + rel == stub && stub[0] == 0xe8 &&
+	       (uintptr_t)stub + 5 + stub_rel == (uintptr_t)trace_entry_tramp;
 }
 
 static bool site_is_nop(const struct trace_site *s)
