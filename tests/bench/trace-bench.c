@@ -1,8 +1,9 @@
 /*
  * A call-heavy program for tests/bench/trace-overhead: recursive fib and a
  * parser-like mix (tokenizer + recursive-descent evaluator over a
- * generated expression). Built three times: with trace sites and the
- * tracer (TRACE_BENCH_SITES), plain, and with -pg -mfentry for uftrace.
+ * generated expression). Built with trace sites and the tracer
+ * (TRACE_BENCH_SITES), plain, plain with -fno-ipa-ra (for instruction
+ * counts: sites turn IPA-RA off), and with -pg -mfentry for uftrace.
  *
  * usage: trace-bench fib|parse N [off|graph|filter]
  *   prints: workload=W calls=C ns=T
