@@ -3,7 +3,8 @@
  * parser-like mix (tokenizer + recursive-descent evaluator over a
  * generated expression). Built with trace sites and the tracer
  * (TRACE_BENCH_SITES), plain, plain with -fno-ipa-ra (for instruction
- * counts: sites turn IPA-RA off), and with -pg -mfentry for uftrace.
+ * counts: sites turn IPA-RA off), with -pg -mfentry for uftrace, and with
+ * -finstrument-functions and a minimal clock hook (TRACE_BENCH_CLOCK).
  *
  * usage: trace-bench fib|parse N [off|graph|filter]
  *   prints: workload=W calls=C ns=T
@@ -19,6 +20,45 @@
 #endif
 
 #define NOINLINE __attribute__((noinline, noclone))
+
+#ifdef TRACE_BENCH_CLOCK
+/*
+ * The floor of any tracer that timestamps both ends of every call with the
+ * TSC: the compiler calls these at each entry and exit (no trampoline, no
+ * return hijack, no shadow stack, no guard), and each stores one 16-byte
+ * record with the TSC into a ring, as the graph tracer does. Not inlined,
+ * and the ring is not static: the stores must stay.
+ */
+#define CLOCK_NR_RECS (1U << 16)
+#define CLOCK_HOOK __attribute__((noinline, no_instrument_function))
+
+struct {
+	unsigned long long ts;
+	unsigned long long word;
+} bench_clock_recs[CLOCK_NR_RECS];
+unsigned long long bench_clock_head;
+
+static inline __attribute__((always_inline, no_instrument_function)) void
+clock_push(void *fn, unsigned long long type)
+{
+	unsigned long long i = bench_clock_head++;
+	unsigned lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	bench_clock_recs[i % CLOCK_NR_RECS].ts = (unsigned long long)hi << 32 | lo;
+	bench_clock_recs[i % CLOCK_NR_RECS].word = (unsigned long)fn | type << 48;
+}
+
+void CLOCK_HOOK __cyg_profile_func_enter(void *fn, void *site)
+{
+	clock_push(fn, 1);
+}
+
+void CLOCK_HOOK __cyg_profile_func_exit(void *fn, void *site)
+{
+	clock_push(fn, 2);
+}
+#endif
 
 static long nr_calls;
 
