@@ -19,6 +19,7 @@
 #define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
 #define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
+#define SD_OP_GET_VDI_LOCKS 0x86 /* payload: uint32_t vid[] of the locked VDIs */
 
 /*
  * peer operations (sheep -> sheep): the gateway's requests to the replica
@@ -66,6 +67,7 @@
 #define SD_RES_TOO_FEW_NODES 0x88 /* more copies asked than there are nodes (zones) */
 #define SD_RES_OLD_NODE_VER 0x89 /* peer op from an older epoch than the peer's */
 #define SD_RES_NEW_NODE_VER 0x8A /* peer op from a newer epoch than the peer's */
+#define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0

@@ -43,6 +43,7 @@ static const char *const messages[] = {
 	[SD_RES_TOO_FEW_NODES] = "more copies than nodes: each copy needs its own node",
 	[SD_RES_OLD_NODE_VER] = "request from an older epoch than this node's",
 	[SD_RES_NEW_NODE_VER] = "request from a newer epoch than this node's",
+	[SD_RES_BUFFER_SMALL] = "the answer does not fit in the buffer given",
 };
 
 const char *sd_strerror(int result)

@@ -120,6 +120,8 @@ static const struct sd_op_template ops[] = {
 	/* ordered: every node stops, and none counts the others' exits as epochs */
 	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_ORDERED, true, op_shutdown },
 	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
+	/* a joining node learns the locks (cluster worker: in step with LOCK_VDI) */
+	{ "GET_VDI_LOCKS", SD_OP_GET_VDI_LOCKS, OP_CLUSTER, true, vdi_op_get_locks },
 	/* internal, peer object I/O (gateway to replica) */
 	{ "READ_PEER", SD_OP_READ_PEER, OP_PEER, false, peer_op_read },
 	{ "WRITE_PEER", SD_OP_WRITE_PEER, OP_PEER, false, peer_op_write },

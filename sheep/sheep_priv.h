@@ -184,6 +184,7 @@ int vdi_op_lock(struct request *req);
 int vdi_op_release(struct request *req);
 int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
+int vdi_op_get_locks(struct request *req);
 /* what an object op needs to know about a vid; SD_RES_NO_VDI if unknown */
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */

@@ -42,6 +42,8 @@ struct vdi_state {
 };
 
 #define VDI_HASH_SIZE 4096
+/* locked VDIs a joining node can learn: one per running VM */
+#define VDI_MAX_LOCKS 65536
 
 static uint8_t *vdi_bitmap;
 static struct vdi_state *vdi_hash[VDI_HASH_SIZE];
@@ -621,6 +623,69 @@ int vdi_op_read_vdis(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+/* GET_VDI_LOCKS: the vids of the locked VDIs; BUFFER_SMALL if they do not fit */
+int vdi_op_get_locks(struct request *req)
+{
+	uint32_t max = req->rq.data_length / sizeof(uint32_t), n = 0;
+	uint32_t *vids = req->data;
+	int ret = SD_RES_SUCCESS;
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	for (size_t i = 0; i < VDI_HASH_SIZE && ret == SD_RES_SUCCESS; i++)
+		for (const struct vdi_state *s = vdi_hash[i]; s; s = s->hnext) {
+			if (!s->locked || s->deleted)
+				continue;
+			if (n == max) {
+				ret = SD_RES_BUFFER_SMALL;
+				break;
+			}
+			vids[n++] = s->vid;
+		}
+	pthread_rwlock_unlock(&vdi_lock);
+	req->rp.data_length = n * sizeof(uint32_t);
+	return ret;
+}
+
+/* take member nid's lock state (joining, after the namespace): SD_RES_* */
+static int sync_locks_from(const struct sd_node_id *nid)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+			     .opcode = SD_OP_GET_VDI_LOCKS,
+			     .data_length = VDI_MAX_LOCKS * sizeof(uint32_t) };
+	uint32_t *vids = malloc(rq.data_length);
+	struct sd_rsp rsp;
+	uint32_t n;
+	int ret, nr_locked = 0;
+
+	if (!vids)
+		return SD_RES_NO_MEM;
+	ret = peer_request(nid, &rq, NULL, vids, &rsp);
+	if (ret) {
+		ret = SD_RES_EIO;
+		goto out;
+	}
+	ret = rsp.result;
+	if (ret != SD_RES_SUCCESS)
+		goto out;
+	n = rsp.data_length / sizeof(uint32_t);
+	pthread_rwlock_wrlock(&vdi_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		struct vdi_state *s = lookup_vid(vids[i]);
+
+		if (s && !s->deleted) {
+			s->locked = true;
+			nr_locked++;
+		} else {
+			sd_warn("vid %06" PRIx32 " is locked in the cluster but unknown here", vids[i]);
+		}
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
+out:
+	free(vids);
+	return ret;
+}
+
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
 {
 	pthread_rwlock_wrlock(&vdi_lock);
@@ -633,8 +698,8 @@ void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
  * A node that joined a running cluster learns the namespace from member
  * nid: its in-use bitmap, then the header of every vid it did not know,
  * read through the gateway (from whichever node has the inode). Runs on the
- * cluster worker, so no ordered op is applied meanwhile. Lock state is not
- * learned: a VDI locked elsewhere looks unlocked here.
+ * cluster worker, so no ordered op is applied meanwhile. Then the lock
+ * state (GET_VDI_LOCKS): a VDI locked through another node stays locked here.
  */
 int vdi_sync_from(const struct sd_node_id *nid)
 {
@@ -682,6 +747,9 @@ int vdi_sync_from(const struct sd_node_id *nid)
 			       sd_strerror(r));
 	}
 	sd_info("learned %d vdi(s) from the cluster", nr_new);
+	ret = sync_locks_from(nid);
+	if (ret != SD_RES_SUCCESS)
+		sd_err("cannot learn the locked vdis from the cluster: %s", sd_strerror(ret));
 out_free:
 	free(bitmap);
 	free(h);

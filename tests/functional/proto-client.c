@@ -338,6 +338,39 @@ void fill_pattern(void *buf, size_t len, uint64_t seed)
 	}
 }
 
+/* lock / release: LOCK_VDI or RELEASE_VDI of the VDI named by $PC_VDI */
+static int scenario_lock(void)
+{
+	const char *name = getenv("PC_VDI");
+	uint32_t vid = 0;
+	int ret;
+
+	if (!name)
+		return fprintf(stderr, "lock: set PC_VDI\n"), 2;
+	ret = ctl_lookup(SD_OP_LOCK_VDI, name, NULL, 0, &vid);
+	if (ret < 0)
+		return 1;
+	printf("LOCK_VDI %s: %s\n", name, res_name((uint32_t)ret));
+	return 0;
+}
+
+static int scenario_release(void)
+{
+	const char *name = getenv("PC_VDI");
+	uint32_t vid = 0;
+	int ret;
+
+	if (!name)
+		return fprintf(stderr, "release: set PC_VDI\n"), 2;
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, &vid);
+	if (ret == SD_RES_SUCCESS)
+		ret = ctl_release(name, vid);
+	if (ret < 0)
+		return 1;
+	printf("RELEASE_VDI %s: %s\n", name, res_name((uint32_t)ret));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -351,6 +384,8 @@ static const struct {
 	{ "bad-name", scenario_bad_name },
 	{ "garbage", scenario_garbage },
 	{ "unformatted", scenario_unformatted },
+	{ "lock", scenario_lock },
+	{ "release", scenario_release },
 };
 
 static void usage(void)
