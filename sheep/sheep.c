@@ -335,12 +335,19 @@ int main(int argc, char **argv)
 	ret = driver->init(cdrv_selected_option());
 	if (!ret)
 		ret = group_join(driver, &self);
+	if (ret == -EINTR && cdrv_stop_pending()) {
+		/* SIGTERM while the driver waited for its service or its group */
+		sd_info("signal while joining: stopped");
+		sd_log_close();
+		return 0;
+	}
 	if (ret) {
 		sd_emerg("cannot join the cluster with driver %s: %s", driver->name,
 			 strerror(-ret));
 		return 1;
 	}
-	sd_info("ready");
+	if (!stop_requested)
+		sd_info("ready");
 
 	while (!stop_requested)
 		ev_loop_once(1000);

@@ -1,4 +1,5 @@
 /* The registry of cluster drivers. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,15 @@ const struct cluster_driver *cdrv_find(const char *arg)
 const char *cdrv_selected_option(void)
 {
 	return selected_option;
+}
+
+bool cdrv_stop_pending(void)
+{
+	sigset_t set;
+
+	if (sigpending(&set) < 0)
+		return false;
+	return sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1;
 }
 
 bool cdrv_is_quorate(void)

@@ -110,6 +110,12 @@ const struct cluster_driver *cdrv_find(const char *arg);
 const char *cdrv_selected_option(void);
 /* the selected driver's is_quorate(); true without one */
 bool cdrv_is_quorate(void);
+/*
+ * True when SIGTERM or SIGINT waits for this thread (the daemon blocks them
+ * and reads them from its event loop): a driver that waits on the main
+ * thread before that loop runs gives up then, with -EINTR.
+ */
+bool cdrv_stop_pending(void);
 /* "local, corosync": the names of the registered drivers */
 void cdrv_names(char *buf, size_t len);
 

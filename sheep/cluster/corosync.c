@@ -618,15 +618,19 @@ static bool corosync_is_quorate(void)
 }
 
 /* at start-up the ring may still be forming: give quorum a moment */
-static void wait_quorate(void)
+static int wait_quorate(void)
 {
 	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
 
 	if (corosync_is_quorate())
-		return;
+		return 0;
 	sd_info("waiting up to %d ms for this partition to be quorate", COROSYNC_INIT_WAIT_MS);
-	while (!corosync_is_quorate() && sd_now_ns() < deadline)
+	while (!corosync_is_quorate() && sd_now_ns() < deadline) {
+		if (cdrv_stop_pending())
+			return -EINTR;
 		usleep(100000);
+	}
+	return 0;
 }
 
 static void corosync_quorum_dispatch(int fd, uint32_t events, void *data)
@@ -666,7 +670,7 @@ static void init_quorum(void)
 static int corosync_init(const char *option)
 {
 	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
-	unsigned int nodeid;
+	unsigned int nodeid, nr_tries = 0;
 	cs_error_t err;
 
 	if (!option)
@@ -681,6 +685,11 @@ static int corosync_init(const char *option)
 	       err == CS_ERR_TRY_AGAIN) {
 		if (sd_now_ns() > deadline)
 			break;
+		if (cdrv_stop_pending())
+			return -EINTR;
+		if (!nr_tries++)
+			sd_info("corosync not reachable yet: retrying for up to %d ms",
+				COROSYNC_INIT_WAIT_MS);
 		usleep(100000);
 	}
 	if (err != CS_OK) {
@@ -711,6 +720,8 @@ static int wait_joined(void)
 			return -ECOMM;
 		if (sd_now_ns() > deadline)
 			return -ETIMEDOUT;
+		if (cdrv_stop_pending())
+			return -EINTR;
 		if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
 			return -errno;
 		if (cpg_dispatch(cpg_handle, CS_DISPATCH_ALL) != CS_OK)
@@ -731,13 +742,16 @@ static int corosync_join(const struct sd_node *myself)
 
 	if (state != CS_IDLE)
 		return -EINVAL;
-	wait_quorate();
+	ret = wait_quorate();
+	if (ret)
+		return ret;
 	deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
 	self_node = *myself;
 	is_complete = false;
 	nr_members = nr_pending = 0;
 	state = CS_STARTING;
-	while ((err = cpg_join(cpg_handle, &group)) == CS_ERR_TRY_AGAIN && sd_now_ns() < deadline)
+	while ((err = cpg_join(cpg_handle, &group)) == CS_ERR_TRY_AGAIN && sd_now_ns() < deadline &&
+	       !cdrv_stop_pending())
 		usleep(100000);
 	if (err != CS_OK) {
 		state = CS_IDLE;
@@ -746,8 +760,9 @@ static int corosync_join(const struct sd_node *myself)
 	}
 	ret = wait_joined();
 	if (ret) {
-		sd_err("no answer to this member's join in group %s: %s", group.value,
-		       strerror(-ret));
+		if (ret != -EINTR)
+			sd_err("no answer to this member's join in group %s: %s", group.value,
+			       strerror(-ret));
 		goto out_leave;
 	}
 	beat_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
