@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -339,36 +340,31 @@ void fill_pattern(void *buf, size_t len, uint64_t seed)
 }
 
 /* lock / release: LOCK_VDI or RELEASE_VDI of the VDI named by $PC_VDI */
-static int scenario_lock(void)
+static int lock_or_release(bool lock)
 {
-	const char *name = getenv("PC_VDI");
+	const char *name = getenv("PC_VDI"), *op = lock ? "LOCK_VDI" : "RELEASE_VDI";
 	uint32_t vid = 0;
 	int ret;
 
 	if (!name)
-		return fprintf(stderr, "lock: set PC_VDI\n"), 2;
-	ret = ctl_lookup(SD_OP_LOCK_VDI, name, NULL, 0, &vid);
+		return fprintf(stderr, "%s: set PC_VDI\n", op), 2;
+	ret = ctl_lookup(lock ? SD_OP_LOCK_VDI : SD_OP_GET_VDI_INFO, name, NULL, 0, &vid);
+	if (!lock && ret == SD_RES_SUCCESS)
+		ret = ctl_release(name, vid);
 	if (ret < 0)
 		return 1;
-	printf("LOCK_VDI %s: %s\n", name, res_name((uint32_t)ret));
+	printf("%s %s: %s\n", op, name, res_name((uint32_t)ret));
 	return 0;
+}
+
+static int scenario_lock(void)
+{
+	return lock_or_release(true);
 }
 
 static int scenario_release(void)
 {
-	const char *name = getenv("PC_VDI");
-	uint32_t vid = 0;
-	int ret;
-
-	if (!name)
-		return fprintf(stderr, "release: set PC_VDI\n"), 2;
-	ret = ctl_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, &vid);
-	if (ret == SD_RES_SUCCESS)
-		ret = ctl_release(name, vid);
-	if (ret < 0)
-		return 1;
-	printf("RELEASE_VDI %s: %s\n", name, res_name((uint32_t)ret));
-	return 0;
+	return lock_or_release(false);
 }
 
 static const struct {
