@@ -287,6 +287,44 @@ out_free:
 }
 
 /*
+ * Release the lock a client took on a VDI (RELEASE_VDI, as QEMU sends when it
+ * closes the disk): for a lock left by a client that died. Prints nothing.
+ */
+static int vdi_unlock(int argc, char **argv)
+{
+	const char *name = argv[0];
+	char buf[SD_MAX_VDI_LEN];
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint32_t vid;
+	int ret;
+
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	ret = vdi_lookup(name, NULL, &vid);
+	if (ret)
+		return ret;
+	/* the name and its NUL, unpadded, as QEMU sends it */
+	snprintf(buf, sizeof(buf), "%s", name);
+	collie_init_req(&hdr, SD_OP_RELEASE_VDI);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	hdr.data_length = (uint32_t)strlen(buf) + 1;
+	hdr.vdi.base_vdi_id = vid;
+	if (collie_exec(&hdr, buf, hdr.data_length, 0, &rsp))
+		return EXIT_SYSFAIL;
+	if (rsp.result == SD_RES_NO_VDI) {
+		print_not_found(name, NULL);
+		return EXIT_MISSING;
+	}
+	if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to unlock vdi '%s': %s", name, sd_strerror((int)rsp.result));
+		return collie_exit_code((int)rsp.result);
+	}
+	return EXIT_OK;
+}
+
+/*
  * As QEMU does it: write the tag into the working VDI's inode header, then
  * NEW_VDI with base_vdi_id = that vid and snapid = 1. The old vid becomes
  * the snapshot; a new working VDI takes the name.
@@ -396,5 +434,7 @@ const struct subcommand vdi_cmds[] = {
 	{ "clone", "SRC DST", OPT_SNAPSHOT, "create vdi DST from snapshot -s SNAP of vdi SRC",
 	  vdi_clone, NULL, 2, 2 },
 	{ "tree", "", 0, "show the vdis, snapshots and clones as a tree", vdi_tree, NULL, 0, 0 },
+	{ "unlock", "NAME", 0, "release a vdi's lock (one a dead client left)", vdi_unlock, NULL,
+	  1, 1 },
 	{ NULL },
 };
