@@ -25,39 +25,7 @@ fi
 ip link set lo up || exit 1
 mount -t tmpfs tmpfs /run || exit 1
 W=$(mktemp -d /tmp/cluster-corosync.XXXXXX) || exit 1
-mkdir -p "$W/state"
-cat >"$W/corosync.conf" <<CONF
-totem {
-	version: 2
-	cluster_name: sheepdog-test
-	transport: knet
-	crypto_cipher: none
-	crypto_hash: none
-}
-nodelist {
-	node {
-		ring0_addr: 127.0.0.1
-		nodeid: 1
-	}
-}
-quorum {
-	provider: corosync_votequorum
-}
-logging {
-	to_logfile: yes
-	logfile: $W/corosync.log
-	to_stderr: no
-	to_syslog: no
-	logger_subsys {
-		subsys: WD
-		priority: err
-	}
-}
-system {
-	state_dir: $W/state
-	sched_rr: no
-}
-CONF
+"$srcdir/../script/corosync-conf" "$W" sheepdog-test || exit 1
 
 corosync -f -c "$W/corosync.conf" >"$W/corosync.out" 2>&1 &
 CPID=$!
