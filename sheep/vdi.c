@@ -654,34 +654,26 @@ static int sync_locks_from(const struct sd_node_id *nid)
 			     .data_length = VDI_MAX_LOCKS * sizeof(uint32_t) };
 	uint32_t *vids = malloc(rq.data_length);
 	struct sd_rsp rsp;
-	uint32_t n;
-	int ret, nr_locked = 0;
+	int ret = SD_RES_NO_MEM, nr_locked = 0;
 
-	if (!vids)
-		return SD_RES_NO_MEM;
-	ret = peer_request(nid, &rq, NULL, vids, &rsp);
-	if (ret) {
-		ret = SD_RES_EIO;
-		goto out;
-	}
-	ret = rsp.result;
-	if (ret != SD_RES_SUCCESS)
-		goto out;
-	n = rsp.data_length / sizeof(uint32_t);
-	pthread_rwlock_wrlock(&vdi_lock);
-	for (uint32_t i = 0; i < n; i++) {
-		struct vdi_state *s = lookup_vid(vids[i]);
+	if (vids)
+		ret = peer_request(nid, &rq, NULL, vids, &rsp) ? SD_RES_EIO : (int)rsp.result;
+	if (ret == SD_RES_SUCCESS) {
+		pthread_rwlock_wrlock(&vdi_lock);
+		for (uint32_t i = 0; i < rsp.data_length / sizeof(uint32_t); i++) {
+			struct vdi_state *s = lookup_vid(vids[i]);
 
-		if (s && !s->deleted) {
-			s->locked = true;
-			nr_locked++;
-		} else {
-			sd_warn("vid %06" PRIx32 " is locked in the cluster but unknown here", vids[i]);
+			if (s && !s->deleted) {
+				s->locked = true;
+				nr_locked++;
+			} else {
+				sd_warn("vid %06" PRIx32 " locked in the cluster, unknown here",
+					vids[i]);
+			}
 		}
+		pthread_rwlock_unlock(&vdi_lock);
+		sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
 	}
-	pthread_rwlock_unlock(&vdi_lock);
-	sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
-out:
 	free(vids);
 	return ret;
 }
@@ -708,7 +700,7 @@ int vdi_sync_from(const struct sd_node_id *nid)
 	struct sd_inode_header *h = malloc(sizeof(*h));
 	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
 	struct sd_rsp rsp;
-	int ret, nr_new = 0;
+	int ret, locks_ret, nr_new = 0;
 
 	if (!h || !bitmap) {
 		ret = SD_RES_NO_MEM;
@@ -747,9 +739,10 @@ int vdi_sync_from(const struct sd_node_id *nid)
 			       sd_strerror(r));
 	}
 	sd_info("learned %d vdi(s) from the cluster", nr_new);
-	ret = sync_locks_from(nid);
-	if (ret != SD_RES_SUCCESS)
-		sd_err("cannot learn the locked vdis from the cluster: %s", sd_strerror(ret));
+	/* logged here: the caller's message is about the namespace */
+	locks_ret = sync_locks_from(nid);
+	if (locks_ret != SD_RES_SUCCESS)
+		sd_err("cannot learn the locked vdis from the cluster: %s", sd_strerror(locks_ret));
 out_free:
 	free(bitmap);
 	free(h);
