@@ -68,19 +68,20 @@ static int count_threads(void)
 static void make_stub(uintptr_t site, uint8_t bytes[TRACE_STUB_SIZE + TRACE_INSN_SIZE])
 {
 	uintptr_t p = site - TRACE_STUB_SIZE;
+	/* each rel32 counts from the end of its instruction, where the next starts */
 	int32_t rel[3] = {
-		(int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(p + 5)),
-		(int32_t)((intptr_t)(site + TRACE_INSN_SIZE) - (intptr_t)(p + 10)),
-		(int32_t)((intptr_t)trace_return_tramp - (intptr_t)(p + 15)),
+		(int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(p + TRACE_STUB_CALL_RET)),
+		(int32_t)((intptr_t)(site + TRACE_INSN_SIZE) - (intptr_t)(p + TRACE_STUB_BODY_RET)),
+		(int32_t)((intptr_t)trace_return_tramp - (intptr_t)(p + TRACE_STUB_SIZE - 1)),
 	};
 
 	bytes[0] = 0xe8; /* call trace_entry_tramp */
 	memcpy(bytes + 1, &rel[0], 4);
-	bytes[5] = 0xe8; /* call site + 5 */
-	memcpy(bytes + 6, &rel[1], 4);
-	bytes[10] = 0xe9; /* jmp trace_return_tramp */
-	memcpy(bytes + 11, &rel[2], 4);
-	bytes[15] = 0xcc; /* int3: never reached */
+	bytes[TRACE_STUB_CALL_RET] = 0xe8; /* call site + 5 */
+	memcpy(bytes + TRACE_STUB_CALL_RET + 1, &rel[1], 4);
+	bytes[TRACE_STUB_BODY_RET] = 0xe9; /* jmp trace_return_tramp */
+	memcpy(bytes + TRACE_STUB_BODY_RET + 1, &rel[2], 4);
+	bytes[TRACE_STUB_SIZE - 1] = 0xcc; /* int3: never reached */
 	memcpy(bytes + TRACE_STUB_SIZE, trace_nop5, TRACE_INSN_SIZE);
 }
 

@@ -105,6 +105,32 @@ START_TEST(test_registers)
 }
 END_TEST
 
+/* one call site of tfn_real_return, so one real return address */
+static __attribute__((noinline)) void *real_return_of_call(void **raw)
+{
+	void *r = tfn_real_return(raw);
+
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+START_TEST(test_real_return)
+{
+	const char *pats[] = { "tfn_real_return", NULL };
+	void *raw_off, *raw_on, *real_off, *real_on;
+
+	real_off = real_return_of_call(&raw_off);
+	ck_assert_ptr_eq(real_off, raw_off); /* not traced: the slot holds it */
+	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_SUCCESS);
+	real_on = real_return_of_call(&raw_on);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	/* traced: the slot holds the stub's return, the shadow stack the real one */
+	ck_assert_ptr_eq(raw_on, (void *)((uintptr_t)tfn_real_return - TRACE_STUB_SIZE +
+					  TRACE_STUB_BODY_RET));
+	ck_assert_ptr_eq(real_on, real_off);
+}
+END_TEST
+
 START_TEST(test_shadow_stack)
 {
 	const char *pats[] = { "tfn_*", NULL };
@@ -474,6 +500,7 @@ static Suite *graph_suite(void)
 	tcase_add_test(tc, test_fib_counts);
 	tcase_add_test(tc, test_registers);
 	tcase_add_test(tc, test_shadow_stack);
+	tcase_add_test(tc, test_real_return);
 	tcase_add_test(tc, test_longjmp);
 	tcase_add_test(tc, test_stop_inside);
 	tcase_add_test(tc, test_ring_wrap);

@@ -115,6 +115,16 @@ TFN void *tfn_return_address(void)
 	return r;
 }
 
+/* what trace_real_return() says of this call's return address; *raw: the slot itself */
+TFN void *tfn_real_return(void **raw)
+{
+	/* the frame pointer this builtin forces: the return address is just above */
+	uintptr_t *slot = (uintptr_t *)__builtin_frame_address(0) + 1;
+
+	*raw = (void *)*slot;
+	return (void *)trace_real_return(slot);
+}
+
 TFN unsigned tfn_depth_inside(void)
 {
 	unsigned d = trace_shadow_depth();

@@ -34,6 +34,7 @@ struct tfn_big tfn_big(long seed);
 long tfn_many(long a, long b, long c, long d, long e, long f, long g, long h);
 long tfn_varargs(int n, ...);
 void *tfn_return_address(void);
+void *tfn_real_return(void **raw);
 unsigned tfn_depth_inside(void);
 void tfn_call(void (*fn)(void *), void *arg);
 int tfn_jmp_outer(int x);
