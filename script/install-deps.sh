@@ -4,6 +4,22 @@
 set -e
 # python3 and iproute2 (ip, ss): functional tests use them
 PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2"
+# apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt
+# or dpkg holds its lock instead of giving up at once
+apt_retry() {
+	i=0
+	while :; do
+		out=$(apt-get -o DPkg::Lock::Timeout=60 "$@" 2>&1) && { printf '%s' "$out"; return 0; }
+		case "$out" in
+		*"Could not get lock"* | *"Unable to lock"* | *"is another process using it"*) ;;
+		*) printf '%s\n' "$out" >&2; return 1 ;;
+		esac
+		i=$((i + 1))
+		[ $i -lt 60 ] || { printf '%s\n' "$out" >&2; return 1; }
+		[ $i = 1 ] && echo "install-deps: another apt holds the lock; waiting for it" >&2
+		sleep 10
+	done
+}
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -11,6 +27,6 @@ done
 if [ -n "$missing" ]; then
 	echo "installing:$missing"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq $missing >/dev/null
+	apt_retry update -qq
+	apt_retry install -y -qq $missing >/dev/null
 fi
