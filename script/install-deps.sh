@@ -3,7 +3,7 @@
 # Run as root. Quiet unless something fails.
 set -e
 # python3 and iproute2 (ip, ss): functional tests use them
-PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2"
+PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2 systemd"
 # apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt
 # or dpkg holds its lock instead of giving up at once
 apt_retry() {
