@@ -6,6 +6,7 @@
 #define LOGGER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "util.h"
 
 enum sd_log_level {
@@ -33,6 +34,27 @@ void sd_log_write(int level, const char *func, int line, const char *fmt, ...) _
 	do {                                                                          \
 		if (unlikely((level) <= sd_log_level))                                \
 			sd_log_write(level, __func__, __LINE__, fmt, ##__VA_ARGS__); \
+	} while (0)
+
+/*
+ * A call site's rate limit: at most one line per interval, lock-free. The
+ * next line that passes says how many were dropped since the last one.
+ */
+struct sd_log_limit {
+	uint64_t next_ns;
+	uint64_t nr_suppressed;
+};
+
+void sd_log_write_limited(struct sd_log_limit *rl, unsigned int interval_s, int level,
+			  const char *func, int line, const char *fmt, ...) __printf(6, 7);
+
+/* sd_log_ratelimited(SECONDS, LEVEL, fmt, ...): at most one line a SECONDS per call site */
+#define sd_log_ratelimited(interval_s, level, fmt, ...)                                    \
+	do {                                                                               \
+		static struct sd_log_limit _rl;                                            \
+		if (unlikely((level) <= sd_log_level))                                     \
+			sd_log_write_limited(&_rl, interval_s, level, __func__, __LINE__, fmt, \
+					     ##__VA_ARGS__);                               \
 	} while (0)
 
 #define sd_emerg(fmt, ...) sd_log(SDOG_EMERG, fmt, ##__VA_ARGS__)

@@ -153,6 +153,90 @@ START_TEST(test_init_bad_path)
 }
 END_TEST
 
+/* a forged line in a client's string stays inside the one line logged */
+START_TEST(test_client_string_escaped)
+{
+	char buf[4096];
+	const char *evil = "evil\nNov 23 00:00:00 sheep emerg fake log line\r\x1b[2J\\x0a\t\x7f";
+
+	ck_assert_int_eq(sd_log_init(path, SDOG_INFO, "unit"), 0);
+	sd_info("vdi '%s' created", evil);
+	sd_info("next");
+	slurp(buf, sizeof(buf));
+	ck_assert_ptr_ne(strstr(buf, "vdi 'evil\\nNov 23 00:00:00 sheep emerg fake log line"
+				     "\\r\\x1b[2J\\\\x0a\\t\\x7f' created\n"),
+			 NULL);
+	/* two lines, and the second starts with a time, not the forged text */
+	ck_assert_ptr_eq(strstr(buf, "\nNov 23 00:00:00 sheep emerg"), NULL);
+	ck_assert_int_eq(strchr(strchr(buf, '\n') + 1, '\n')[1], '\0');
+}
+END_TEST
+
+/* escaping never overruns the line: a message of newlines is cut, one line */
+START_TEST(test_escaped_long_message)
+{
+	char buf[8192], nl[1500];
+	size_t n;
+	int lines = 0;
+
+	memset(nl, '\n', sizeof(nl) - 1);
+	nl[sizeof(nl) - 1] = '\0';
+	ck_assert_int_eq(sd_log_init(path, SDOG_INFO, "unit"), 0);
+	sd_info("%s", nl);
+	n = slurp(buf, sizeof(buf));
+	for (size_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	ck_assert_int_eq(lines, 1);
+	ck_assert_int_le(n, 1024);
+	ck_assert_int_eq(buf[n - 1], '\n');
+	ck_assert_int_eq(buf[n - 2], 'n');
+	ck_assert_int_eq(buf[n - 3], '\\');
+}
+END_TEST
+
+static void log_flood(int times)
+{
+	for (int i = 0; i < times; i++)
+		sd_log_ratelimited(60, SDOG_WARNING, "garbage from client %d", i);
+}
+
+/* a flood at one call site: one line, then the next says how many were dropped */
+START_TEST(test_ratelimited)
+{
+	char buf[4096];
+	struct sd_log_limit rl = { 0, 0 };
+
+	ck_assert_int_eq(sd_log_init(path, SDOG_INFO, "unit"), 0);
+	log_flood(1000);
+	slurp(buf, sizeof(buf));
+	ck_assert_ptr_ne(strstr(buf, "garbage from client 0\n"), NULL);
+	ck_assert_ptr_eq(strstr(buf, "client 1"), NULL);
+
+	/* the same limiter once its interval passed: the count rides along */
+	for (int i = 0; i < 5; i++)
+		sd_log_write_limited(&rl, 60, SDOG_WARNING, "f", 1, "event %d", i);
+	rl.next_ns = 0; /* as if the interval were over */
+	sd_log_write_limited(&rl, 60, SDOG_WARNING, "f", 1, "event %d", 5);
+	slurp(buf, sizeof(buf));
+	ck_assert_ptr_ne(strstr(buf, "event 0\n"), NULL);
+	ck_assert_ptr_eq(strstr(buf, "event 1"), NULL);
+	ck_assert_ptr_ne(strstr(buf, "event 5 (4 more like it in the last 60 s, not logged)\n"),
+			 NULL);
+	ck_assert_int_eq(rl.nr_suppressed, 0);
+}
+END_TEST
+
+/* below the level, a rate-limited site neither logs nor counts */
+START_TEST(test_ratelimited_level)
+{
+	char buf[256];
+
+	ck_assert_int_eq(sd_log_init(path, SDOG_ERR, "unit"), 0);
+	log_flood(10);
+	ck_assert_int_eq(slurp(buf, sizeof(buf)), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("logger");
@@ -168,6 +252,10 @@ int main(void)
 	tcase_add_test(tc, test_one_line_and_newline);
 	tcase_add_test(tc, test_errno_kept);
 	tcase_add_test(tc, test_init_bad_path);
+	tcase_add_test(tc, test_client_string_escaped);
+	tcase_add_test(tc, test_escaped_long_message);
+	tcase_add_test(tc, test_ratelimited);
+	tcase_add_test(tc, test_ratelimited_level);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
