@@ -257,7 +257,7 @@ static void dispatch(struct request *req)
 		return finish_with(req, ret);
 	req->op = get_sd_op(req->rq.opcode);
 	if (!req->op) {
-		sd_warn("unknown opcode 0x%02x", req->rq.opcode);
+		sd_log_ratelimited(60, SDOG_WARNING, "unknown opcode 0x%02x", req->rq.opcode);
 		return finish_with(req, SD_RES_INVALID_PARMS);
 	}
 	if (sys.shutting_down)
@@ -335,8 +335,9 @@ static struct request *new_request(struct client_info *ci)
 	req->rp.result = sd_check_req_header(&req->rq);
 	if (req->rq.data_length > SD_MAX_DATA_LEN) {
 		/* cannot consume the payload: answer, then close */
-		sd_warn("data_length %" PRIu32 " over the limit, closing the connection",
-			req->rq.data_length);
+		sd_log_ratelimited(60, SDOG_WARNING,
+				   "data_length %" PRIu32 " over the limit, closing the connection",
+				   req->rq.data_length);
 		ci->close_after_tx = true;
 		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 		return req;
@@ -440,7 +441,7 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				sd_err("accept failed: %m");
+				sd_log_ratelimited(60, SDOG_ERR, "accept failed: %m");
 			return;
 		}
 		sd_set_nodelay(fd);
