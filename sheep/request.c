@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 
 #include "event.h"
@@ -433,6 +434,37 @@ out:
 	client_put(ci);
 }
 
+/* the listening sockets, paused while the process is out of descriptors */
+static int listen_fds[8], nr_listen_fds;
+static int accept_timer_fd = -1;
+
+#define ACCEPT_PAUSE_MS 100
+
+static void listen_handler(int listen_fd, uint32_t events, void *data);
+
+static void accept_resume(int fd, uint32_t events, void *data)
+{
+	uint64_t expirations;
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	for (int i = 0; i < nr_listen_fds; i++)
+		ev_modify(listen_fds[i], EPOLLIN);
+}
+
+/*
+ * Out of descriptors (or memory): the pending connection stays in the
+ * backlog, so stop polling the listening sockets for ACCEPT_PAUSE_MS
+ * instead of waking up for it again and again (a busy loop at 100% CPU).
+ */
+static void accept_pause(void)
+{
+	struct itimerspec its = { .it_value = { 0, ACCEPT_PAUSE_MS * 1000000L } };
+
+	for (int i = 0; i < nr_listen_fds; i++)
+		ev_modify(listen_fds[i], 0);
+	timerfd_settime(accept_timer_fd, 0, &its, NULL);
+}
+
 static void listen_handler(int listen_fd, uint32_t events, void *data)
 {
 	for (;;) {
@@ -440,8 +472,12 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 		struct client_info *ci;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				sd_log_ratelimited(60, SDOG_ERR, "accept failed: %m");
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				return;
+			sd_log_ratelimited(60, SDOG_ERR, "accept failed: %m; not accepting for %d ms",
+					   ACCEPT_PAUSE_MS);
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				accept_pause();
 			return;
 		}
 		sd_set_nodelay(fd);
@@ -463,15 +499,24 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 
 int create_listen_port(const char *bind_addr, int port)
 {
-	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds));
+	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds)), ret;
 
 	if (nr < 0)
 		return nr;
+	/* made now: once descriptors run out, it could not be made */
+	accept_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (accept_timer_fd < 0)
+		return -errno;
+	ret = ev_add(accept_timer_fd, EPOLLIN, accept_resume, NULL);
+	if (ret)
+		return ret;
 	for (int i = 0; i < nr; i++) {
 		sd_set_nonblocking(fds[i]);
-		int ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
+		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
 		if (ret)
 			return ret;
+		if (nr_listen_fds < (int)ARRAY_SIZE(listen_fds))
+			listen_fds[nr_listen_fds++] = fds[i];
 	}
 	return 0;
 }
