@@ -39,6 +39,7 @@ enum {
 	LOPT_BUFFER_SIZE,
 	LOPT_FORMAT,
 	LOPT_VERSION,
+	LOPT_TITLE,
 };
 
 static const struct option long_options[] = {
@@ -54,6 +55,7 @@ static const struct option long_options[] = {
 	{ "buffer-size", required_argument, NULL, LOPT_BUFFER_SIZE },
 	{ "format", required_argument, NULL, LOPT_FORMAT },
 	{ "version", no_argument, NULL, LOPT_VERSION },
+	{ "title", required_argument, NULL, LOPT_TITLE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -69,13 +71,14 @@ static const struct {
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
-	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },
+	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv or svg" },
+	{ OPT_TITLE, "--title TEXT", "title of the svg flame graph" },
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
 static unsigned int seen_opts;
-static char seen_name[8][32];
-static char cur_spelling[32]; /* the option being parsed: "-c" or "--copies" */
+static char seen_name[32][32]; /* by bit number */
+static char cur_spelling[32];  /* the option being parsed: "-c" or "--copies" */
 
 void collie_err(const char *fmt, ...)
 {
@@ -222,6 +225,10 @@ static int parse_one(int c, const char *arg)
 	case LOPT_FORMAT:
 		opts.format = arg;
 		mark_seen(OPT_FORMAT);
+		break;
+	case LOPT_TITLE:
+		opts.title = arg;
+		mark_seen(OPT_TITLE);
 		break;
 	}
 	return EXIT_OK;
