@@ -283,11 +283,12 @@ static int tree_sort(struct tree *t)
 
 void flame_fmt_time(uint64_t ns, char *buf, size_t len)
 {
+	/* the bounds: what would round up to "1000.00" takes the next unit */
 	if (ns < 1000)
 		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
-	else if (ns < 1000000)
+	else if (ns < 999995)
 		snprintf(buf, len, "%.2f us", (double)ns / 1e3);
-	else if (ns < 1000000000)
+	else if (ns < 999995000)
 		snprintf(buf, len, "%.2f ms", (double)ns / 1e6);
 	else
 		snprintf(buf, len, "%.2f s", (double)ns / 1e9);
