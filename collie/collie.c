@@ -39,7 +39,10 @@ enum {
 	LOPT_BUFFER_SIZE,
 	LOPT_FORMAT,
 	LOPT_VERSION,
+	LOPT_TITLE,
 };
+
+#define SHORT_OPTIONS "a:p:c:s:rh"
 
 static const struct option long_options[] = {
 	{ "address", required_argument, NULL, 'a' },
@@ -54,6 +57,7 @@ static const struct option long_options[] = {
 	{ "buffer-size", required_argument, NULL, LOPT_BUFFER_SIZE },
 	{ "format", required_argument, NULL, LOPT_FORMAT },
 	{ "version", no_argument, NULL, LOPT_VERSION },
+	{ "title", required_argument, NULL, LOPT_TITLE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -69,13 +73,14 @@ static const struct {
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
-	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },
+	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv or svg" },
+	{ OPT_TITLE, "--title TEXT", "title of the svg flame graph" },
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
 static unsigned int seen_opts;
-static char seen_name[8][32];
-static char cur_spelling[32]; /* the option being parsed: "-c" or "--copies" */
+static char seen_name[32][32]; /* by bit number */
+static char cur_spelling[32];  /* the option being parsed: "-c" or "--copies" */
 
 void collie_err(const char *fmt, ...)
 {
@@ -223,6 +228,10 @@ static int parse_one(int c, const char *arg)
 		opts.format = arg;
 		mark_seen(OPT_FORMAT);
 		break;
+	case LOPT_TITLE:
+		opts.title = arg;
+		mark_seen(OPT_TITLE);
+		break;
 	}
 	return EXIT_OK;
 }
@@ -249,7 +258,7 @@ static int parse_options(int argc, char **argv, char **words, int *nr_words, boo
 			continue;
 		}
 		longidx = -1;
-		c = getopt_long(argc, argv, "-:a:p:c:s:rh", long_options, &longidx);
+		c = getopt_long(argc, argv, "-:" SHORT_OPTIONS, long_options, &longidx);
 		if (c == -1)
 			break;
 		mid_cluster = optind == prev;
@@ -367,6 +376,92 @@ static int dispatch(int argc, char **argv, bool help)
 	return s->fn(argc, argv);
 }
 
+/* true when WORD is an option whose argument is the next word ("--port", "-p") */
+static bool takes_next_word(const char *word)
+{
+	const char *p;
+
+	if (word[1] != '-')
+		return word[1] && !word[2] && (p = strchr(SHORT_OPTIONS, word[1])) && p[1] == ':';
+	for (const struct option *o = long_options; o->name; o++)
+		if (!strcmp(word + 2, o->name))
+			return o->has_arg == required_argument;
+	return false;
+}
+
+/* the long and short spellings of an option_help usage ("-c, --copies N") */
+static void print_option_names(const char *usage)
+{
+	for (const char *p = usage; *p == '-';) {
+		size_t n = strcspn(p, ", ");
+
+		printf("%.*s\n", (int)n, p);
+		p += n;
+		p += strspn(p, ", ");
+	}
+}
+
+/*
+ * collie __complete [WORD...], for the bash completion
+ * (script/bash-completion/collie): the words that may follow WORDs, one a
+ * line, read from the tables above, so that completion never goes stale.
+ * Options and their arguments among WORDs are skipped. After nothing: the
+ * commands; after a command or a subcommand with subcommands: those; after
+ * a subcommand: its options. Nothing when the next word is an option's
+ * argument or an unknown word was met. Hidden: not in --help.
+ */
+static int print_completions(int argc, char **argv)
+{
+	const struct command *cmd = NULL;
+	const struct subcommand *table = NULL, *s = NULL;
+	bool dashdash = false;
+
+	for (int i = 0; i < argc; i++) {
+		const char *w = argv[i];
+
+		if (!dashdash && !strcmp(w, "--")) {
+			dashdash = true;
+			continue;
+		}
+		if (!dashdash && w[0] == '-' && w[1]) {
+			if (takes_next_word(w) && ++i == argc)
+				return EXIT_OK;
+			continue;
+		}
+		if (s) /* a positional argument of the subcommand */
+			continue;
+		if (!cmd) {
+			for (cmd = commands; cmd->name && strcmp(cmd->name, w); cmd++)
+				;
+			if (!cmd->name)
+				return EXIT_OK;
+			table = cmd->sub;
+			continue;
+		}
+		s = find_sub(table, w);
+		if (!s)
+			return EXIT_OK;
+		if (s->sub) {
+			table = s->sub;
+			s = NULL;
+		}
+	}
+	if (!cmd) {
+		for (cmd = commands; cmd->name; cmd++)
+			printf("%s\n", cmd->name);
+		printf("-a\n--address\n-p\n--port\n-h\n--help\n--version\n");
+	} else if (!s) {
+		for (s = table; s->name; s++)
+			printf("%s\n", s->name);
+	} else {
+		for (size_t i = 0; i < ARRAY_SIZE(option_help); i++)
+			if (s->flags & option_help[i].bit)
+				print_option_names(option_help[i].usage);
+		printf("-a\n--address\n-p\n--port\n-h\n--help\n");
+	}
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	bool help = false, version = false;
@@ -375,6 +470,10 @@ int main(int argc, char **argv)
 
 	/* a daemon that hangs up must give an error, not kill us */
 	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1 && !strcmp(argv[1], "__complete")) {
+		free(words);
+		return print_completions(argc - 2, argv + 2);
+	}
 	if (!words) {
 		collie_err("out of memory");
 		return EXIT_SYSFAIL;

@@ -49,6 +49,7 @@ struct collie_opts {
 	bool has_buffer_size;
 	uint64_t buffer_size;
 	const char *format;
+	const char *title; /* --title: of the svg picture */
 };
 
 extern struct collie_opts opts;
@@ -62,6 +63,7 @@ extern struct collie_opts opts;
 #define OPT_DEPTH (1U << 5)
 #define OPT_BUFFER_SIZE (1U << 6)
 #define OPT_FORMAT (1U << 7)
+#define OPT_TITLE (1U << 20) /* far from the others: they grow from bit 8 */
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.
@@ -154,5 +156,12 @@ int vdi_read(int argc, char **argv);
 int vdi_write(int argc, char **argv);
 int vdi_list(int argc, char **argv);
 int vdi_tree(int argc, char **argv);
+
+/*
+ * Draw folded stacks (the daemon's "folded" trace) as an SVG flame graph
+ * titled opts.title and write it to stdout (flame_cmd.c, drawing in
+ * flame.c). Returns EXIT_OK or an exit code after saying why.
+ */
+int collie_write_flame(const char *folded, size_t len);
 
 #endif

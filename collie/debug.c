@@ -120,7 +120,8 @@ static int parse_format(uint32_t *fmt)
 			return EXIT_OK;
 		}
 	}
-	return collie_usage_err("unknown format '%s' (graph, folded, chrome or csv)", opts.format);
+	return collie_usage_err("unknown format '%s' (graph, folded, chrome, csv or svg)",
+				opts.format);
 }
 
 struct trace_buf {
@@ -199,12 +200,28 @@ static int read_rendering(uint32_t fmt, struct trace_buf *b)
 	}
 }
 
+/* svg: the folded stacks, drawn here into a flame graph (flame.c) */
+static int trace_cat_svg(void)
+{
+	struct trace_buf b = { NULL, 0, 0 };
+	int ret = read_rendering(SD_TRACE_FMT_FOLDED, &b);
+
+	if (!ret)
+		ret = collie_write_flame(b.data, b.len);
+	free(b.data);
+	return ret;
+}
+
 static int trace_cat(int argc, char **argv)
 {
 	struct trace_buf b = { NULL, 0, 0 };
 	uint32_t fmt;
 	int ret;
 
+	if (opts.format && !strcmp(opts.format, "svg"))
+		return trace_cat_svg();
+	if (opts.title)
+		return collie_usage_err("--title goes with --format svg");
 	ret = parse_format(&fmt);
 	if (ret)
 		return ret;
@@ -222,7 +239,8 @@ static const struct subcommand trace_cmds[] = {
 	  trace_stop, NULL, 0, 0 },
 	{ "status", "", OPT_RAW, "show the tracer's state and counters", trace_status, NULL, 0,
 	  0 },
-	{ "cat", "", OPT_FORMAT, "write what was traced to stdout", trace_cat, NULL, 0, 0 },
+	{ "cat", "", OPT_FORMAT | OPT_TITLE, "write what was traced to stdout", trace_cat, NULL, 0,
+	  0 },
 	{ NULL },
 };
 

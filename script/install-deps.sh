@@ -2,8 +2,11 @@
 # Install what building and testing need, from Debian 12's packages.
 # Run as root. Quiet unless something fails.
 set -e
-# python3 and iproute2 (ip, ss): functional tests use them
-PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2 systemd"
+# what the tests use besides: python3, iproute2 (ip, ss), systemd
+# (systemd-analyze checks the unit), librsvg2-bin (rsvg-convert renders the
+# flame graph of test 120)
+PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev"
+PKGS="$PKGS python3 iproute2 systemd librsvg2-bin"
 # apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt
 # or dpkg holds its lock instead of giving up at once
 apt_retry() {
