@@ -1,5 +1,6 @@
 #!/bin/bash
-# `make install` puts the daemon, the CLI, the man pages, the systemd unit,
+# `make install` puts the daemon, the CLI, the man pages, bash completion,
+# the systemd unit,
 # its sysusers entry and corosync's permission in place; the installed
 # unit names the installed sheep, passes `systemd-analyze verify` with no
 # warning, and its sandbox scores OK (exposure below 5) in
@@ -19,7 +20,8 @@ prefix=$(sed -n 's/^prefix = //p' "$top_builddir/Makefile")
 sysconfdir=$(sed -n 's/^sysconfdir = //p' "$top_builddir/Makefile" | sed "s|\${prefix}|$prefix|")
 unit=$dest$prefix/lib/systemd/system/sheep@.service
 for f in sbin/sheep bin/collie share/man/man8/sheep.8 share/man/man8/collie.8 \
-	lib/systemd/system/sheep@.service lib/sysusers.d/sheepdog.conf; do
+	lib/systemd/system/sheep@.service lib/sysusers.d/sheepdog.conf \
+	share/bash-completion/completions/collie; do
 	[ -e "$dest$prefix/$f" ] || fail "not installed: $prefix/$f"
 done
 [ -e "$dest$sysconfdir/corosync/uidgid.d/sheepdog" ] || fail "not installed: corosync uidgid"
