@@ -1,7 +1,7 @@
 #!/bin/bash
 # `make install` puts the daemon, the CLI, the man pages, bash completion,
-# the systemd unit,
-# its sysusers entry and corosync's permission in place; the installed
+# the systemd unit, its sysusers entry and corosync's permission in place;
+# the installed
 # unit names the installed sheep, passes `systemd-analyze verify` with no
 # warning, and its sandbox scores OK (exposure below 5) in
 # `systemd-analyze security --offline`. Run by make check from the build
