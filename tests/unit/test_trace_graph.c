@@ -459,6 +459,12 @@ START_TEST(test_signals)
 	sig_round = 0;
 	sig_sent = 0;
 	ck_assert_int_eq(pthread_create(&sender, NULL, sig_sender, &tid), 0);
+	/* on a loaded machine the sender may not run for a while: the rounds
+	 * start once its first signal landed (it may send SIG_PER_ROUND
+	 * before round 0, so the bounds hold) */
+	for (int i = 0; i < 10000 && !sig_calls; i++)
+		usleep(1000);
+	ck_assert_int_gt(sig_calls, 0);
 	tfn_fib_calls = 0;
 	for (int i = 0; i < rounds; i++) {
 		if (tfn_fib(15) != 610)
