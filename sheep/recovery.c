@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "proto_util.h"
+#include "lock.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
@@ -75,17 +76,17 @@ static pthread_mutex_t *oid_lock(uint64_t oid)
 
 static void set_info(uint32_t epoch, uint32_t state)
 {
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	info.epoch = epoch;
 	info.state = state;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 }
 
 static void count(uint64_t *field, uint64_t n)
 {
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	*field += n;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 }
 
 static bool superseded(uint32_t epoch)
@@ -230,11 +231,11 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 	er = group_ring_get();
 	if (!er)
 		return SD_RES_NO_MEM;
-	pthread_mutex_lock(oid_lock(oid));
+	sd_mutex_lock(oid_lock(oid));
 	ret = fetch_locked(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->write(oid, buf, len, off, sync);
-	pthread_mutex_unlock(oid_lock(oid));
+	sd_mutex_unlock(oid_lock(oid));
 	group_ring_put(er);
 	return ret;
 }
@@ -401,9 +402,9 @@ static bool node_recovered(const struct epoch_ring *er, int node)
 	struct sd_rsp rsp;
 
 	if (node == er->local_idx) {
-		pthread_mutex_lock(&info_lock);
+		sd_mutex_lock(&info_lock);
 		ri = info;
-		pthread_mutex_unlock(&info_lock);
+		sd_mutex_unlock(&info_lock);
 	} else if (peer_request(&er->ring.nodes[node].nid, &rq, NULL, &ri, &rsp) ||
 		   rsp.result != SD_RES_SUCCESS) {
 		return false;
@@ -438,18 +439,18 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 		/* a VDI unknown here: its copies are unknown, keep its objects */
 		if (is_mine(er, oid) || vdi_copies(oid_to_vid(oid)) <= 0)
 			continue;
-		pthread_mutex_lock(oid_lock(oid));
+		sd_mutex_lock(oid_lock(oid));
 		if (sd_store->remove(oid) == SD_RES_SUCCESS)
 			nr_removed++;
-		pthread_mutex_unlock(oid_lock(oid));
+		sd_mutex_unlock(oid_lock(oid));
 	}
 	count(&info.nr_removed, nr_removed);
 	if (superseded(er->epoch))
 		return false;
 	if (sd_store->purge_stale() == SD_RES_SUCCESS) {
-		pthread_mutex_lock(&info_lock);
+		sd_mutex_lock(&info_lock);
 		info.nr_stale = 0;
-		pthread_mutex_unlock(&info_lock);
+		sd_mutex_unlock(&info_lock);
 	}
 	sd_info("epoch %" PRIu32 " recovered everywhere: %" PRIu64
 		" object(s) no longer this node's removed",
@@ -476,10 +477,10 @@ static void *fetcher(void *arg)
 
 		if (!e->oid)
 			continue;
-		pthread_mutex_lock(oid_lock(e->oid));
+		sd_mutex_lock(oid_lock(e->oid));
 		/* not synced one by one: fetch_all syncs them all at the end */
 		r = fetch_locked(job->er, e->oid, e->live, e->stale, false);
-		pthread_mutex_unlock(oid_lock(e->oid));
+		sd_mutex_unlock(oid_lock(e->oid));
 		if (r == SD_RES_SUCCESS) {
 			count(&info.nr_done, 1);
 		} else {
@@ -533,9 +534,9 @@ static int run_epoch(uint32_t epoch)
 		goto out_put;
 	}
 	set_info(epoch, SD_RECOVERY_RUNNING);
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	info.nr_total = info.nr_done = info.nr_failed = info.nr_removed = 0;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	for (int i = 0; i < er->ring.nr_nodes && !ret; i++) {
 		ret = list_node(er, i, false, &set);
 		if (!ret)
@@ -590,9 +591,9 @@ static void run_done(struct work *w)
 {
 	run_queued = false;
 	/* a kick that came after the run's last look */
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	bool again = info.epoch != want_epoch && !sys.shutting_down;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	if (again)
 		recovery_kick();
 }
@@ -712,9 +713,9 @@ int recovery_op_stat(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
 
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	memcpy(req->data, &info, len);
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }

@@ -382,6 +382,7 @@ static const struct {
 	{ "unformatted", scenario_unformatted },
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
+	{ "wedge", scenario_wedge },
 };
 
 static void usage(void)

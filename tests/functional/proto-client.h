@@ -86,4 +86,7 @@ int scenario_bad_name(void);
 int scenario_garbage(void);
 int scenario_unformatted(void);
 
+/* the namespace scenarios (proto-ns.c) */
+int scenario_wedge(void);
+
 #endif
