@@ -20,6 +20,12 @@
 #define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
 #define SD_OP_GET_VDI_LOCKS 0x86 /* payload: uint32_t vid[] of the locked VDIs */
+/*
+ * Ordered among the daemons, never from a client: the header of inode
+ * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
+ * into its VDI table, in the cluster's order.
+ */
+#define SD_OP_NOTIFY_VDI_HEADER 0x8F
 
 /*
  * peer operations (sheep -> sheep): the gateway's requests to the replica

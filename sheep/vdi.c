@@ -222,21 +222,45 @@ int vdi_copies(uint32_t vid)
 	return copies;
 }
 
-void vdi_header_updated(uint32_t vid)
+bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid)
 {
-	struct sd_inode_header *h = malloc(sizeof(*h));
+	if ((rq->opcode != SD_OP_WRITE_OBJ && rq->opcode != SD_OP_CREATE_AND_WRITE_OBJ) ||
+	    !is_vdi_obj(rq->obj.oid) || rq->obj.offset >= SD_INODE_HEADER_SIZE)
+		return false;
+	*vid = oid_to_vid(rq->obj.oid);
+	return true;
+}
 
-	if (!h)
-		return;
+/*
+ * NOTIFY_VDI_HEADER, on every node in the cluster's order: reread the
+ * header from the replicas (no lock held) and publish it. A VDI unknown
+ * here (never created through the namespace) is left alone.
+ */
+int vdi_op_header_changed(struct request *req)
+{
+	uint32_t vid = req->rq.vdi.base_vdi_id;
+	struct sd_inode_header *h;
+	int copies, ret;
+
 	sd_rw_rdlock(&vdi_lock);
-	int copies = copies_of(vid);
+	copies = lookup_vid(vid) ? copies_of(vid) : 0;
 	sd_rw_unlock(&vdi_lock);
-	if (read_header(vid, h, copies) == SD_RES_SUCCESS) {
+	if (!copies)
+		return SD_RES_NO_VDI;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return SD_RES_NO_MEM;
+	ret = read_header(vid, h, copies);
+	if (ret == SD_RES_SUCCESS) {
 		sd_rw_wrlock(&vdi_lock);
 		refill_state(lookup_vid(vid), h);
 		sd_rw_unlock(&vdi_lock);
+	} else {
+		sd_err("the header of vid %06" PRIx32 " changed and cannot be reread: %s", vid,
+		       sd_strerror(ret));
 	}
 	free(h);
+	return ret;
 }
 
 /*

@@ -383,6 +383,9 @@ static const struct {
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
 	{ "wedge", scenario_wedge },
+	{ "lookup", scenario_lookup },
+	{ "set-tag", scenario_set_tag },
+	{ "snapshot", scenario_snapshot },
 };
 
 static void usage(void)

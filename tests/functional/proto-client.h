@@ -88,5 +88,8 @@ int scenario_unformatted(void);
 
 /* the namespace scenarios (proto-ns.c) */
 int scenario_wedge(void);
+int scenario_lookup(void);
+int scenario_set_tag(void);
+int scenario_snapshot(void);
 
 #endif

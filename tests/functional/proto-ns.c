@@ -146,3 +146,87 @@ int scenario_wedge(void)
 	free(bitmap);
 	return 0;
 }
+
+/* $name, or a usage error (2) */
+static const char *need_env(const char *name, const char *scenario)
+{
+	const char *v = getenv(name);
+
+	if (!v)
+		fprintf(stderr, "%s: set %s\n", scenario, name);
+	return v;
+}
+
+/*
+ * lookup: GET_VDI_INFO of $PC_VDI, by $PC_TAG or $PC_SNAPID when set, as
+ * QEMU's driver opens `sheepdog:NAME#TAG`; prints the result and the vid.
+ */
+int scenario_lookup(void)
+{
+	const char *name = need_env("PC_VDI", "lookup"), *tag = getenv("PC_TAG");
+	const char *snap = getenv("PC_SNAPID");
+	uint32_t vid = 0;
+	int ret;
+
+	if (!name)
+		return 2;
+	ret = ns_lookup(SD_OP_GET_VDI_INFO, name, tag, snap ? (uint32_t)atoi(snap) : 0, &vid);
+	if (ret < 0)
+		return 1;
+	if (ret == SD_RES_SUCCESS)
+		step("GET_VDI_INFO %s%s%s: SUCCESS vid %06x", name, tag ? " tag " : "", tag ? tag : "",
+		     vid);
+	else
+		step("GET_VDI_INFO %s%s%s: %s", name, tag ? " tag " : "", tag ? tag : "",
+		     res_name((uint32_t)ret));
+	return 0;
+}
+
+/* the vid of the working VDI $PC_VDI, its header read into h: 0, or 1 (printed) */
+static int working_vdi(const char *name, uint32_t *vid, struct sd_inode_header *h)
+{
+	int ret = ns_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, vid);
+
+	if (ret == SD_RES_SUCCESS)
+		ret = ns_read_inode(*vid, h, sizeof(*h));
+	if (ret == SD_RES_SUCCESS)
+		return 0;
+	step("working vdi %s: %s", name, res_or_lost(ret));
+	return 1;
+}
+
+/* set-tag: write $PC_TAG into the tag field of the working VDI $PC_VDI's header */
+int scenario_set_tag(void)
+{
+	const char *name = need_env("PC_VDI", "set-tag"), *tag = need_env("PC_TAG", "set-tag");
+	char field[SD_MAX_VDI_TAG_LEN] = { 0 };
+	struct sd_inode_header h;
+	uint32_t vid;
+	int ret;
+
+	if (!name || !tag)
+		return 2;
+	if (working_vdi(name, &vid, &h))
+		return 1;
+	strncpy(field, tag, sizeof(field) - 1);
+	ret = ns_write_inode(vid, offsetof(struct sd_inode_header, tag), field, sizeof(field));
+	step("WRITE_OBJ tag %s into the header of %s: %s", tag, name, res_or_lost(ret));
+	return ret < 0;
+}
+
+/* snapshot: NEW_VDI of the working VDI $PC_VDI as a snapshot, as QEMU sends it */
+int scenario_snapshot(void)
+{
+	const char *name = need_env("PC_VDI", "snapshot");
+	struct sd_inode_header h;
+	uint32_t vid, snap_vid = 0;
+	int ret;
+
+	if (!name)
+		return 2;
+	if (working_vdi(name, &vid, &h))
+		return 1;
+	ret = ns_new_vdi(name, h.vdi_size, vid, 1, &snap_vid);
+	step("NEW_VDI snapshot of %s: %s", name, res_or_lost(ret));
+	return ret < 0;
+}
