@@ -26,6 +26,13 @@
  * into its VDI table, in the cluster's order.
  */
 #define SD_OP_NOTIFY_VDI_HEADER 0x8F
+/*
+ * The deleted VDIs that a node records (a joining node learns them). The
+ * payload is a sequence of records, each uint32_t vid, uint32_t nr_kept,
+ * then nr_kept uint32_t indexes of data objects that other VDIs still read.
+ * SD_RES_BUFFER_SMALL when they do not fit in data_length.
+ */
+#define SD_OP_GET_DELETED 0x8E
 
 /*
  * peer operations (sheep -> sheep): the gateway's requests to the replica

@@ -127,6 +127,14 @@ static int write_file_atomic(const char *path, const void *buf, size_t len)
 	return ret;
 }
 
+int group_write_file(const char *name, const void *buf, size_t len)
+{
+	char path[4200];
+
+	path_of(path, sizeof(path), name);
+	return write_file_atomic(path, buf, len);
+}
+
 static int read_file(const char *path, void *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;

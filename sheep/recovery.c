@@ -26,6 +26,8 @@
  * Stale copies count too: every node lists its live objects and its stale
  * ones, and an object that no node holds live is fetched from a stale copy
  * (after a whole cluster restarted, some objects are held only there).
+ * Never an object of a deleted VDI (deleted.c): a node that was down during
+ * the delete removes its copies, and nobody fetches them back.
  *
  * Cleaning. Once every node of the epoch reports its objects fetched with
  * no failure, each node removes what the ring no longer gives it and its
@@ -195,6 +197,9 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live
 
 	if (sd_store->exist(oid))
 		return SD_RES_SUCCESS;
+	/* its VDI was deleted: any copy left somewhere is garbage */
+	if (deleted_has(oid))
+		return SD_RES_NO_OBJ;
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
@@ -458,6 +463,17 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 	return true;
 }
 
+/* this node's live copy of an object of a deleted VDI */
+static void remove_deleted(uint64_t oid)
+{
+	sd_mutex_lock(oid_lock(oid));
+	if (sd_store->remove(oid) == SD_RES_SUCCESS) {
+		sd_info("%016" PRIx64 " belongs to a deleted vdi: removed", oid);
+		count(&info.nr_removed, 1);
+	}
+	sd_mutex_unlock(oid_lock(oid));
+}
+
 /* the entries of set to fetch (oid 0: none), shared by the fetchers */
 struct fetch_job {
 	const struct epoch_ring *er;
@@ -548,7 +564,12 @@ static int run_epoch(uint32_t epoch)
 	learn_vdis(&set);
 	local_bit = UINT64_C(1) << er->local_idx;
 	for (size_t i = 0; i < set.nr; i++) {
-		if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
+		if (deleted_has(set.e[i].oid)) {
+			/* a node that was down during the delete: its copy goes now */
+			if (set.e[i].live & local_bit)
+				remove_deleted(set.e[i].oid);
+			set.e[i].oid = 0;
+		} else if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
 			set.e[i].oid = 0; /* nothing to do */
 		else
 			nr_todo++;
@@ -682,6 +703,11 @@ static void join_fn(struct work *w)
 		ret = vdi_sync_from(&from);
 		if (ret != SD_RES_SUCCESS)
 			sd_err("cannot learn the vdis from the cluster: %s", sd_strerror(ret));
+		/* before any recovery: what was deleted meanwhile stays deleted */
+		ret = deleted_sync_from(&from);
+		if (ret != SD_RES_SUCCESS)
+			sd_err("cannot learn the deleted vdis from the cluster: %s",
+			       sd_strerror(ret));
 	}
 	/* not recovered until its own run says so: the others wait for it */
 	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);

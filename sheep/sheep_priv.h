@@ -114,6 +114,8 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
 uint32_t group_epoch(void);
 /* this node's id */
 const struct sd_node_id *group_self(void);
+/* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
+int group_write_file(const char *name, const void *buf, size_t len);
 /* broadcast msg through the cluster driver: 0 or -errno */
 int group_notify(const void *msg, size_t len);
 /*
@@ -206,6 +208,21 @@ void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
 int vdi_sync_from(const struct sd_node_id *nid);
 /* remove every VDI's state (after format) */
 void vdi_reset(void);
+
+/*
+ * deleted.c: the objects of deleted VDIs, which nothing may bring back.
+ * A record per deleted VDI, kept in DIR/deleted on every node and learned
+ * by a node that joins.
+ */
+int deleted_init(void);
+/* vid was deleted; the indexes set in shared (a bit per index) are still read: 0 or -errno */
+int deleted_add(uint32_t vid, const uint8_t *shared);
+/* is oid an object of a deleted VDI that no other VDI reads? */
+bool deleted_has(uint64_t oid);
+/* GET_DELETED: the records, as internal_proto.h says */
+int deleted_op_get(struct request *req);
+/* learn member nid's records (joining): SD_RES_* */
+int deleted_sync_from(const struct sd_node_id *nid);
 
 /* gateway.c: client object I/O */
 int gateway_read_obj(struct request *req);

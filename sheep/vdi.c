@@ -710,6 +710,11 @@ int vdi_op_del(struct request *req)
 	s->deleted = true;
 	s->name[0] = '\0';
 	sd_rw_unlock(&vdi_lock);
+	/* recorded before anything is removed: no recovery brings it back */
+	ret = deleted_add(ctx.vid, ctx.shared);
+	if (ret)
+		sd_err("cannot record the deletion of vid %06" PRIx32 ": %s", ctx.vid,
+		       strerror(-ret));
 	sd_store->for_each(remove_unshared, &ctx);
 	sd_info("deleted vdi %s vid %06" PRIx32 ", %" PRIu64 " objects removed", name, ctx.vid,
 		ctx.nr_removed);
