@@ -134,7 +134,7 @@ struct sd_recovery_info {
 	uint32_t state;
 	uint64_t nr_total;  /* objects to fetch for that epoch */
 	uint64_t nr_done;   /* fetched */
-	uint64_t nr_failed; /* no node had them; retried on the next epoch */
+	uint64_t nr_failed; /* failed at the last try: retried while the epoch lasts */
 	uint64_t nr_stale;  /* objects held from before a rejoin, not served */
 	uint64_t nr_removed; /* objects removed once no longer this node's */
 };

@@ -52,6 +52,8 @@
 #define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
 #define JOIN_MAX_LOGS 64 /* epoch history learned when joining */
 #define NR_FETCHERS 2	  /* objects fetched at once by a recovery run */
+#define RETRY_MIN_MS 1000 /* failed objects are fetched again after this, */
+#define RETRY_MAX_MS 8000 /* doubled up to this */
 
 static pthread_mutex_t oid_locks[NR_OID_LOCKS];
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -474,11 +476,15 @@ static void remove_deleted(uint64_t oid)
 	sd_mutex_unlock(oid_lock(oid));
 }
 
-/* the entries of set to fetch (oid 0: none), shared by the fetchers */
+/*
+ * The entries of set to fetch (oid 0: none), shared by the fetchers. An
+ * entry fetched becomes 0: what is left afterwards failed, for a retry.
+ */
 struct fetch_job {
 	const struct epoch_ring *er;
-	const struct obj_set *set;
+	struct obj_set *set;
 	size_t next; /* atomic: the next entry to take */
+	bool retry;  /* a retry of earlier failures: they were logged then */
 };
 
 static void *fetcher(void *arg)
@@ -488,7 +494,7 @@ static void *fetcher(void *arg)
 
 	while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->set->nr &&
 	       !superseded(job->er->epoch)) {
-		const struct obj_entry *e = &job->set->e[i];
+		struct obj_entry *e = &job->set->e[i];
 		int r;
 
 		if (!e->oid)
@@ -499,8 +505,14 @@ static void *fetcher(void *arg)
 		sd_mutex_unlock(oid_lock(e->oid));
 		if (r == SD_RES_SUCCESS) {
 			count(&info.nr_done, 1);
+			e->oid = 0;
 		} else {
-			sd_err("recovery of %016" PRIx64 " failed: %s", e->oid, sd_strerror(r));
+			if (job->retry)
+				sd_debug("recovery of %016" PRIx64 " failed again: %s", e->oid,
+					 sd_strerror(r));
+			else
+				sd_err("recovery of %016" PRIx64 " failed: %s", e->oid,
+				       sd_strerror(r));
 			count(&info.nr_failed, 1);
 		}
 	}
@@ -514,9 +526,9 @@ static void *fetcher(void *arg)
  * object). The threads live for one run (the tracer stops them like any
  * other).
  */
-static void fetch_all(const struct epoch_ring *er, const struct obj_set *set)
+static void fetch_all(const struct epoch_ring *er, struct obj_set *set, bool retry)
 {
-	struct fetch_job job = { er, set, 0 };
+	struct fetch_job job = { er, set, 0, retry };
 	pthread_t th[NR_FETCHERS];
 	int n = 0;
 
@@ -531,6 +543,41 @@ static void fetch_all(const struct epoch_ring *er, const struct obj_set *set)
 	/* durable before this node says it has them: then others may remove theirs */
 	if (sd_store->flush() != SD_RES_SUCCESS)
 		count(&info.nr_failed, 1);
+}
+
+/*
+ * The objects that failed (a node without space, none reachable that has
+ * it) are fetched again, every RETRY_MIN_MS at first and then less often,
+ * as long as the epoch lasts: once space is freed, recovery completes and
+ * the epoch is cleaned with no new epoch needed. The others go on
+ * meanwhile; `collie node recovery` shows the failed count of the last try.
+ */
+static void retry_failed(const struct epoch_ring *er, struct obj_set *set)
+{
+	int wait_ms = RETRY_MIN_MS;
+
+	while (!superseded(er->epoch)) {
+		uint64_t nr_failed;
+
+		sd_mutex_lock(&info_lock);
+		nr_failed = info.nr_failed;
+		sd_mutex_unlock(&info_lock);
+		if (!nr_failed)
+			return;
+		set_info(er->epoch, SD_RECOVERY_WAITING);
+		sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) failed; retrying in %d ms",
+			er->epoch, nr_failed, wait_ms);
+		for (int slept = 0; slept < wait_ms && !superseded(er->epoch); slept += JOIN_SLEEP_MS)
+			sleep_ms(JOIN_SLEEP_MS);
+		if (superseded(er->epoch))
+			return;
+		set_info(er->epoch, SD_RECOVERY_RUNNING);
+		sd_mutex_lock(&info_lock);
+		info.nr_failed = 0;
+		sd_mutex_unlock(&info_lock);
+		fetch_all(er, set, true);
+		wait_ms = min_t(int, wait_ms * 2, RETRY_MAX_MS);
+	}
 }
 
 /* recover epoch: 0 when done or superseded, -EAGAIN to run it again */
@@ -576,13 +623,14 @@ static int run_epoch(uint32_t epoch)
 	}
 	count(&info.nr_total, nr_todo);
 	sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) to fetch", epoch, nr_todo);
-	fetch_all(er, &set);
+	fetch_all(er, &set, false);
+	retry_failed(er, &set);
 	if (!superseded(epoch)) {
 		sd_info("recovery of epoch %" PRIu32 " done: %" PRIu64 " fetched, %" PRIu64
 			" failed",
 			epoch, info.nr_done, info.nr_failed);
 		set_info(epoch, SD_RECOVERY_WAITING);
-		/* with a failure, nothing is removed until a later epoch */
+		/* only with every object fetched (retry_failed) is anything removed */
 		if (!info.nr_failed && clean_epoch(er, &set))
 			set_info(epoch, SD_RECOVERY_DONE);
 	}
