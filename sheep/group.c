@@ -42,6 +42,7 @@ static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct cluster_driver *driver;
 static struct epoch_ring *cur_ring; /* under cs_lock */
 static bool is_quorum_lost;	    /* main thread */
+static bool is_cluster_stopping;    /* main thread: a cluster shutdown was delivered */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -246,7 +247,7 @@ static bool update_members(const struct sd_node *members, int nr)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
 	/* a cluster shutdown stops every node: their exits are no new epoch */
-	if (cs.formatted && !cs.joining && !sys.shutting_down &&
+	if (cs.formatted && !cs.joining && !sys.shutting_down && !is_cluster_stopping &&
 	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
 	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
 		int ret = write_epoch_log(cs.epoch + 1, members, nr);
@@ -261,6 +262,18 @@ static bool update_members(const struct sd_node *members, int nr)
 	rebuild_ring();
 	sd_mutex_unlock(&cs_lock);
 	return changed;
+}
+
+/*
+ * The cluster shutdown is delivered: from here on no membership change is
+ * an epoch. Set on delivery, on the main thread, and not when the op is
+ * applied on the cluster worker: a node that stopped quickly can be seen
+ * leaving before this node's worker gets to it, and that node would then
+ * store an epoch that the others do not (the histories would diverge).
+ */
+void group_cluster_stopping(void)
+{
+	is_cluster_stopping = true;
 }
 
 /* main thread: this partition has no quorum; stop, once */

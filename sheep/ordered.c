@@ -185,6 +185,9 @@ void ordered_deliver(const void *buf, size_t len, int nr_members)
 		sd_err("cluster message with opcode 0x%02x dropped", msg->rq.opcode);
 		return;
 	}
+	/* every node stops: the others' exits, which may come first, are no epoch */
+	if (msg->rq.opcode == SD_OP_SHUTDOWN)
+		group_cluster_stopping();
 	if (!memcmp(&msg->origin, group_self(), sizeof(msg->origin)))
 		req = take_pending(msg->token);
 	/* a notification on behalf of a client request: apply a copy, then answer it */

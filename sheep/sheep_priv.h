@@ -116,6 +116,8 @@ uint32_t group_epoch(void);
 const struct sd_node_id *group_self(void);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
 int group_write_file(const char *name, const void *buf, size_t len);
+/* main thread: a cluster shutdown was delivered; no epoch is counted any more */
+void group_cluster_stopping(void);
 /* broadcast msg through the cluster driver: 0 or -errno */
 int group_notify(const void *msg, size_t len);
 /*
