@@ -647,6 +647,11 @@ static int plan_del(struct request *req, const char *name, const char *tag, uint
 
 	sd_rw_rdlock(&vdi_lock);
 	s = find_vdi(name, req->rq.vdi.snapid, tag, &ret);
+	/* a snapshot id or tag names a snapshot: never the working VDI (its snap_id too) */
+	if (s && (req->rq.vdi.snapid || (tag && tag[0])) && !s->snapshot) {
+		s = NULL;
+		ret = SD_RES_NO_VDI;
+	}
 	if (s) {
 		*vid = s->vid;
 		*copies = s->nr_copies;
