@@ -186,7 +186,8 @@ int deleted_init(void)
 	}
 	free(buf);
 	if (ret)
-		sd_err("%s: %s", path, ret == -EINVAL ? "not a list of deleted vdis" : strerror(-ret));
+		sd_err("%s: %s", path,
+		       ret == -EINVAL ? "not a list of deleted vdis" : strerror(-ret));
 	else if (nr_recs)
 		sd_info("%zu deleted vdi(s) recorded", nr_recs);
 	return ret;

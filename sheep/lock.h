@@ -29,6 +29,7 @@ static inline void sd_lock_check(int err, const char *what, const char *func, in
 #define sd_rw_wrlock(l) sd_lock_check(pthread_rwlock_wrlock(l), "rwlock wrlock", __func__, __LINE__)
 #define sd_rw_unlock(l) sd_lock_check(pthread_rwlock_unlock(l), "rwlock unlock", __func__, __LINE__)
 #define sd_mutex_lock(l) sd_lock_check(pthread_mutex_lock(l), "mutex lock", __func__, __LINE__)
-#define sd_mutex_unlock(l) sd_lock_check(pthread_mutex_unlock(l), "mutex unlock", __func__, __LINE__)
+#define sd_mutex_unlock(l)                                                                         \
+	sd_lock_check(pthread_mutex_unlock(l), "mutex unlock", __func__, __LINE__)
 
 #endif

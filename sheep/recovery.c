@@ -49,8 +49,8 @@
 #define NR_OID_LOCKS 64
 #define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
 #define JOIN_SLEEP_MS 100
-#define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
-#define JOIN_MAX_LOGS 64 /* epoch history learned when joining */
+#define LIST_TRIES 50	  /* epoch mismatches tolerated when listing a node */
+#define JOIN_MAX_LOGS 64  /* epoch history learned when joining */
 #define NR_FETCHERS 2	  /* objects fetched at once by a recovery run */
 #define RETRY_MIN_MS 1000 /* failed objects are fetched again after this, */
 #define RETRY_MAX_MS 8000 /* doubled up to this */
@@ -565,9 +565,11 @@ static void retry_failed(const struct epoch_ring *er, struct obj_set *set)
 		if (!nr_failed)
 			return;
 		set_info(er->epoch, SD_RECOVERY_WAITING);
-		sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) failed; retrying in %d ms",
+		sd_info("recovery of epoch %" PRIu32 ": %" PRIu64
+			" object(s) failed; retrying in %d ms",
 			er->epoch, nr_failed, wait_ms);
-		for (int slept = 0; slept < wait_ms && !superseded(er->epoch); slept += JOIN_SLEEP_MS)
+		for (int slept = 0; slept < wait_ms && !superseded(er->epoch);
+		     slept += JOIN_SLEEP_MS)
 			sleep_ms(JOIN_SLEEP_MS);
 		if (superseded(er->epoch))
 			return;

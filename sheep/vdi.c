@@ -362,7 +362,7 @@ struct new_plan {
 	uint8_t base_copies; /* its copies */
 	uint32_t parent_vid; /* the new VDI's parent, or 0 */
 	uint8_t parent_copies;
-	bool is_snapshot;    /* the working VDI parent_vid becomes a snapshot */
+	bool is_snapshot; /* the working VDI parent_vid becomes a snapshot */
 	uint32_t snap_id;
 	uint8_t copies;
 };

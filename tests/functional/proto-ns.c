@@ -67,8 +67,8 @@ static int ns_lookup(uint8_t opcode, const char *name, const char *tag, uint32_t
 		strncpy(buf + SD_MAX_VDI_LEN, tag, SD_MAX_VDI_TAG_LEN - 1);
 	vdi_hdr(&h, opcode, sizeof(buf));
 	h.vdi.snapid = snapid;
-	ret = ns_exec(opcode == SD_OP_LOCK_VDI ? "LOCK_VDI" : "GET_VDI_INFO", &h, buf,
-		      sizeof(buf), NULL, 0, &rsp);
+	ret = ns_exec(opcode == SD_OP_LOCK_VDI ? "LOCK_VDI" : "GET_VDI_INFO", &h, buf, sizeof(buf),
+		      NULL, 0, &rsp);
 	if (ret == SD_RES_SUCCESS && vid)
 		*vid = rsp.vdi.vdi_id;
 	return ret;
@@ -119,8 +119,7 @@ int scenario_wedge(void)
 		return 1;
 	ret = ns_write_inode(vid, offsetof(struct sd_inode_header, nr_copies), &zero, 1);
 	step("WRITE_OBJ nr_copies=0 into its header: %s",
-	     ret == SD_RES_SUCCESS || ret == SD_RES_INVALID_PARMS ? "answered"
-								  : res_or_lost(ret));
+	     ret == SD_RES_SUCCESS || ret == SD_RES_INVALID_PARMS ? "answered" : res_or_lost(ret));
 	ret = ns_new_vdi("wedge", 64 * MiB, vid, 1, &snap_vid);
 	step("NEW_VDI snapshot of wedge: %s", res_or_lost(ret));
 	ret = ns_lookup(SD_OP_GET_VDI_INFO, "wedge", NULL, 0, &other);
@@ -174,8 +173,8 @@ int scenario_lookup(void)
 	if (ret < 0)
 		return 1;
 	if (ret == SD_RES_SUCCESS)
-		step("GET_VDI_INFO %s%s%s: SUCCESS vid %06x", name, tag ? " tag " : "", tag ? tag : "",
-		     vid);
+		step("GET_VDI_INFO %s%s%s: SUCCESS vid %06x", name, tag ? " tag " : "",
+		     tag ? tag : "", vid);
 	else
 		step("GET_VDI_INFO %s%s%s: %s", name, tag ? " tag " : "", tag ? tag : "",
 		     res_name((uint32_t)ret));
