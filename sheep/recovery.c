@@ -219,6 +219,15 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live
 	}
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
+	/*
+	 * Its VDI was deleted while it was fetched: the delete's own removal
+	 * may have passed already. Recorded before that removal, so either it
+	 * sees this copy or this check sees the record.
+	 */
+	if (ret == SD_RES_SUCCESS && deleted_has(oid)) {
+		sd_store->remove(oid);
+		ret = SD_RES_NO_OBJ;
+	}
 	/* a node that restarted alone may not have known this VDI */
 	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid))
 		vdi_inode_recovered(oid_to_vid(oid), buf);
@@ -503,6 +512,9 @@ static void *fetcher(void *arg)
 		/* not synced one by one: fetch_all syncs them all at the end */
 		r = fetch_locked(job->er, e->oid, e->live, e->stale, false);
 		sd_mutex_unlock(oid_lock(e->oid));
+		/* deleted meanwhile: nothing to hold, nothing failed */
+		if (r != SD_RES_SUCCESS && deleted_has(e->oid))
+			r = SD_RES_SUCCESS;
 		if (r == SD_RES_SUCCESS) {
 			count(&info.nr_done, 1);
 			e->oid = 0;
