@@ -6,6 +6,7 @@
  * an admin tool and holds nothing open) and reads the inode with READ_OBJ.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,12 @@ static int vdi_delete(int argc, char **argv)
 		ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
 		if (ret)
 			goto out_free;
+		/* a number may name the working vdi's own id: that is no snapshot */
+		if (!vdi_is_snapshot(inode)) {
+			print_not_found(name, opts.snapshot);
+			ret = EXIT_MISSING;
+			goto out_free;
+		}
 		memcpy(buf + SD_MAX_VDI_LEN, inode->tag, SD_MAX_VDI_TAG_LEN - 1);
 		hdr.data_length = sizeof(buf);
 		hdr.vdi.snapid = inode->snap_id;
@@ -332,6 +339,7 @@ static int vdi_unlock(int argc, char **argv)
 static int vdi_snapshot(int argc, char **argv)
 {
 	const char *name = argv[0], *tag = opts.snapshot ? opts.snapshot : "";
+	char old_tag[SD_MAX_VDI_TAG_LEN];
 	struct sd_inode *inode;
 	uint32_t vid, snap_vid;
 	int ret;
@@ -364,15 +372,21 @@ static int vdi_snapshot(int argc, char **argv)
 	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
 	if (ret)
 		goto out_free;
+	memcpy(old_tag, inode->tag, sizeof(old_tag));
 	memset(inode->tag, 0, sizeof(inode->tag));
 	memcpy(inode->tag, tag, strlen(tag));
-	ret = vdi_write_inode(inode, 0, SD_INODE_HEADER_SIZE);
+	ret = vdi_write_inode(inode, offsetof(struct sd_inode, tag), sizeof(inode->tag));
 	if (ret)
 		goto out_free;
 	ret = new_vdi(name, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
 		      inode->block_size_shift, 1, NULL);
-	if (ret)
+	if (ret) {
 		ret = new_vdi_err("snapshot", name, ret);
+		/* the working vdi keeps no tag of a snapshot that was not taken */
+		memcpy(inode->tag, old_tag, sizeof(old_tag));
+		if (vdi_write_inode(inode, offsetof(struct sd_inode, tag), sizeof(inode->tag)))
+			collie_err("the tag '%s' stays on vdi '%s'", tag, name);
+	}
 out_free:
 	free(inode);
 	return ret;

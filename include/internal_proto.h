@@ -20,6 +20,19 @@
 #define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
 #define SD_OP_GET_VDI_LOCKS 0x86 /* payload: uint32_t vid[] of the locked VDIs */
+/*
+ * Ordered among the daemons, never from a client: the header of inode
+ * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
+ * into its VDI table, in the cluster's order.
+ */
+#define SD_OP_NOTIFY_VDI_HEADER 0x8F
+/*
+ * The deleted VDIs that a node records (a joining node learns them). The
+ * payload is a sequence of records, each uint32_t vid, uint32_t nr_kept,
+ * then nr_kept uint32_t indexes of data objects that other VDIs still read.
+ * SD_RES_BUFFER_SMALL when they do not fit in data_length.
+ */
+#define SD_OP_GET_DELETED 0x8E
 
 /*
  * peer operations (sheep -> sheep): the gateway's requests to the replica
@@ -121,7 +134,7 @@ struct sd_recovery_info {
 	uint32_t state;
 	uint64_t nr_total;  /* objects to fetch for that epoch */
 	uint64_t nr_done;   /* fetched */
-	uint64_t nr_failed; /* no node had them; retried on the next epoch */
+	uint64_t nr_failed; /* failed at the last try: retried while the epoch lasts */
 	uint64_t nr_stale;  /* objects held from before a rejoin, not served */
 	uint64_t nr_removed; /* objects removed once no longer this node's */
 };

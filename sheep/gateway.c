@@ -291,12 +291,6 @@ int gateway_read_obj(struct request *req)
 	return ret;
 }
 
-static void after_write(const struct sd_req *rq)
-{
-	if (is_vdi_obj(rq->obj.oid) && rq->obj.offset < SD_INODE_HEADER_SIZE)
-		vdi_header_updated(oid_to_vid(rq->obj.oid));
-}
-
 int gateway_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
@@ -306,10 +300,8 @@ int gateway_write_obj(struct request *req)
 
 	if (ret)
 		return ret;
-	ret = do_io(&io);
-	if (ret == SD_RES_SUCCESS)
-		after_write(rq);
-	return ret;
+	/* a header write: request.c broadcasts NOTIFY_VDI_HEADER before the reply */
+	return do_io(&io);
 }
 
 /* COW: the whole source object with the write applied, as one plain create */
@@ -356,8 +348,6 @@ int gateway_create_and_write_obj(struct request *req)
 		ret = create_cow(rq, req->data);
 	else
 		ret = do_io(&io);
-	if (ret == SD_RES_SUCCESS)
-		after_write(rq);
 	return ret;
 }
 

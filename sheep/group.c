@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cluster/cluster.h"
+#include "lock.h"
 #include "sheep_priv.h"
 
 #define CONFIG_MAGIC UINT64_C(0x53444f47434f4e46) /* "SDOGCONF" */
@@ -41,6 +42,7 @@ static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct cluster_driver *driver;
 static struct epoch_ring *cur_ring; /* under cs_lock */
 static bool is_quorum_lost;	    /* main thread */
+static bool is_cluster_stopping;    /* main thread: a cluster shutdown was delivered */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -64,11 +66,11 @@ struct epoch_ring *group_ring_get(void)
 {
 	struct epoch_ring *er;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	er = cur_ring;
 	if (er)
 		__atomic_add_fetch(&er->refcnt, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	return er;
 }
 
@@ -84,9 +86,9 @@ uint32_t group_epoch(void)
 {
 	uint32_t e;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	e = cs.epoch;
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	return e;
 }
 
@@ -124,6 +126,14 @@ static int write_file_atomic(const char *path, const void *buf, size_t len)
 	if (ret)
 		unlink(tmp);
 	return ret;
+}
+
+int group_write_file(const char *name, const void *buf, size_t len)
+{
+	char path[4200];
+
+	path_of(path, sizeof(path), name);
+	return write_file_atomic(path, buf, len);
 }
 
 static int read_file(const char *path, void *buf, size_t len)
@@ -229,7 +239,7 @@ static bool update_members(const struct sd_node *members, int nr)
 	struct sd_epoch_log last;
 	bool changed = false;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	cs.nr_nodes = nr;
 	memcpy(cs.nodes, members, nr * sizeof(*members));
 	cs.local_idx = 0;
@@ -237,7 +247,7 @@ static bool update_members(const struct sd_node *members, int nr)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
 	/* a cluster shutdown stops every node: their exits are no new epoch */
-	if (cs.formatted && !cs.joining && !sys.shutting_down &&
+	if (cs.formatted && !cs.joining && !sys.shutting_down && !is_cluster_stopping &&
 	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
 	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
 		int ret = write_epoch_log(cs.epoch + 1, members, nr);
@@ -250,8 +260,20 @@ static bool update_members(const struct sd_node *members, int nr)
 		sd_info("epoch %" PRIu32 ", %d nodes", cs.epoch, nr);
 	}
 	rebuild_ring();
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	return changed;
+}
+
+/*
+ * The cluster shutdown is delivered: from here on no membership change is
+ * an epoch. Set on delivery, on the main thread, and not when the op is
+ * applied on the cluster worker: a node that stopped quickly can be seen
+ * leaving before this node's worker gets to it, and that node would then
+ * store an epoch that the others do not (the histories would diverge).
+ */
+void group_cluster_stopping(void)
+{
+	is_cluster_stopping = true;
 }
 
 /* main thread: this partition has no quorum; stop, once */
@@ -287,9 +309,9 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 		return;
 	/* joining a cluster that runs: learn its state before serving */
 	if (!memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid)) && nr > 1) {
-		pthread_mutex_lock(&cs_lock);
+		sd_mutex_lock(&cs_lock);
 		cs.joining = true;
-		pthread_mutex_unlock(&cs_lock);
+		sd_mutex_unlock(&cs_lock);
 		update_members(members, nr);
 		recovery_join();
 		return;
@@ -331,7 +353,7 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	char path[4200];
 	int ret;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	if (cs.formatted) {
 		ret = SD_RES_ALREADY_FORMATTED;
 		goto out_unlock;
@@ -371,15 +393,15 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	sd_info("cluster formatted: %u copies, epoch 1", copies);
 	ret = SD_RES_SUCCESS;
 out_unlock:
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	return ret;
 }
 
 void group_get_state(struct cluster_state *out)
 {
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	*out = cs;
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 }
 
 bool group_is_joining(void)
@@ -400,7 +422,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	char path[4200];
 	int ret = 0;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	if (rsp->cinfo.status != SD_STATUS_OK) {
 		/* the cluster is not formatted (yet): nothing to learn */
 		if (cs.formatted) {
@@ -440,7 +462,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 out_joined:
 	__atomic_store_n(&cs.joining, false, __ATOMIC_RELEASE);
 out_unlock:
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	return ret;
 }
 
@@ -464,9 +486,9 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 	int n = 0;
 	uint32_t latest;
 
-	pthread_mutex_lock(&cs_lock);
+	sd_mutex_lock(&cs_lock);
 	latest = cs.epoch;
-	pthread_mutex_unlock(&cs_lock);
+	sd_mutex_unlock(&cs_lock);
 	for (uint32_t e = latest; e >= 1 && n < max; e--)
 		if (read_epoch_log(e, &logs[n]) == 0)
 			n++;

@@ -122,6 +122,10 @@ static const struct sd_op_template ops[] = {
 	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
 	/* a joining node learns the locks (cluster worker: in step with LOCK_VDI) */
 	{ "GET_VDI_LOCKS", SD_OP_GET_VDI_LOCKS, OP_CLUSTER, true, vdi_op_get_locks },
+	/* a joining node learns the deleted vdis (cluster worker: in step with DEL_VDI) */
+	{ "GET_DELETED", SD_OP_GET_DELETED, OP_CLUSTER, true, deleted_op_get },
+	/* an inode header a client wrote: every node rereads it (see ordered.c) */
+	{ "NOTIFY_VDI_HEADER", SD_OP_NOTIFY_VDI_HEADER, OP_ORDERED, false, vdi_op_header_changed },
 	/* internal, peer object I/O (gateway to replica) */
 	{ "READ_PEER", SD_OP_READ_PEER, OP_PEER, false, peer_op_read },
 	{ "WRITE_PEER", SD_OP_WRITE_PEER, OP_PEER, false, peer_op_write },

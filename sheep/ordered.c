@@ -14,6 +14,11 @@
  * in-memory state: the originator alone writes objects (inodes go through
  * the gateway, so they are replicated like data). With one node the local
  * driver delivers to the sender itself, and nothing else changes.
+ *
+ * Notifications take the same path: a client's write to an inode header
+ * is done by the gateway like any write, then NOTIFY_VDI_HEADER is
+ * broadcast and the client answered once its copy is applied here, so
+ * every node's VDI table takes the change in the same place of the order.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,35 +51,64 @@ static void answer(struct request *req, int result)
 	request_done(req);
 }
 
-void ordered_submit(struct request *req)
+/* broadcast rq (and dlen bytes of data) for req, which waits for its delivery */
+static void submit(struct request *req, const struct sd_req *rq, const void *data, uint32_t dlen)
 {
-	uint32_t dlen = (req->rq.flags & SD_FLAG_CMD_WRITE) ? req->rq.data_length : 0;
 	struct ordered_msg *msg;
 	int ret;
 
-	if (dlen > ORDERED_MAX_DATA)
-		return answer(req, SD_RES_INVALID_PARMS);
 	msg = calloc(1, sizeof(*msg) + dlen);
 	if (!msg)
 		return answer(req, SD_RES_NO_MEM);
-	/* the originator's clock decides, so that every node stores the same */
-	if (req->rq.opcode == SD_OP_MAKE_FS && req->rq.cluster.ctime == 0)
-		req->rq.cluster.ctime = (uint64_t)time(NULL);
 	msg->magic = ORDERED_MAGIC;
 	msg->data_length = dlen;
 	msg->token = req->token = ++next_token;
 	msg->origin = *group_self();
-	msg->rq = req->rq;
+	msg->rq = *rq;
 	if (dlen)
-		memcpy(msg->data, req->data, dlen);
+		memcpy(msg->data, data, dlen);
 	list_add_tail(&req->node, &pending);
 	ret = group_notify(msg, sizeof(*msg) + dlen);
 	free(msg);
 	if (ret) {
-		sd_err("cannot broadcast %s: %s", req->op->name, strerror(-ret));
+		sd_err("cannot broadcast %s: %s", get_sd_op(rq->opcode)->name, strerror(-ret));
 		list_del(&req->node);
 		answer(req, SD_RES_SYSTEM_ERROR);
 	}
+}
+
+void ordered_submit(struct request *req)
+{
+	uint32_t dlen = (req->rq.flags & SD_FLAG_CMD_WRITE) ? req->rq.data_length : 0;
+
+	if (dlen > ORDERED_MAX_DATA)
+		return answer(req, SD_RES_INVALID_PARMS);
+	/* the daemons send it themselves (ordered_notify_header), never a client */
+	if (req->rq.opcode == SD_OP_NOTIFY_VDI_HEADER)
+		return answer(req, SD_RES_INVALID_PARMS);
+	/* the originator's clock decides, so that every node stores the same */
+	if (req->rq.opcode == SD_OP_MAKE_FS && req->rq.cluster.ctime == 0)
+		req->rq.cluster.ctime = (uint64_t)time(NULL);
+	submit(req, &req->rq, req->data, dlen);
+}
+
+/*
+ * Why an ordered broadcast and not a peer notification: the header change
+ * then takes its place in the one order of namespace changes, so that a
+ * NEW_VDI or DEL_VDI that a client sends after this write's reply, through
+ * any node, is applied after it everywhere (the reply waits for the
+ * delivery here, and the total order is the same on every node); a peer
+ * notification would race with them, and a node that joins meanwhile
+ * would miss it. The message carries no header: each node rereads it when
+ * the notification is applied, so concurrent header writes converge to
+ * what the replicas hold.
+ */
+void ordered_notify_header(struct request *req, uint32_t vid)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_NOTIFY_VDI_HEADER };
+
+	rq.vdi.base_vdi_id = vid;
+	submit(req, &rq, NULL, 0);
 }
 
 static void apply_work(struct work *w)
@@ -92,6 +126,9 @@ static void apply_done(struct work *w)
 		request_done(req);
 		return;
 	}
+	/* the client request that waited for this one keeps its own result */
+	if (req->waiter)
+		request_done(req->waiter);
 	if (req->rp.result != SD_RES_SUCCESS && req->rp.result != SD_RES_VDI_NOT_LOCKED)
 		sd_debug("remote %s: %s", req->op->name, sd_strerror(req->rp.result));
 	free(req->data);
@@ -136,7 +173,7 @@ void ordered_deliver(const void *buf, size_t len, int nr_members)
 {
 	const struct ordered_msg *msg = buf;
 	const struct sd_op_template *op;
-	struct request *req = NULL;
+	struct request *req = NULL, *waiter = NULL;
 
 	if (len < sizeof(*msg) || msg->magic != ORDERED_MAGIC ||
 	    len != sizeof(*msg) + msg->data_length || msg->data_length > ORDERED_MAX_DATA) {
@@ -148,13 +185,25 @@ void ordered_deliver(const void *buf, size_t len, int nr_members)
 		sd_err("cluster message with opcode 0x%02x dropped", msg->rq.opcode);
 		return;
 	}
+	/* every node stops: the others' exits, which may come first, are no epoch */
+	if (msg->rq.opcode == SD_OP_SHUTDOWN)
+		group_cluster_stopping();
 	if (!memcmp(&msg->origin, group_self(), sizeof(msg->origin)))
 		req = take_pending(msg->token);
-	if (!req)
+	/* a notification on behalf of a client request: apply a copy, then answer it */
+	if (req && req->rq.opcode != msg->rq.opcode) {
+		waiter = req;
 		req = remote_request(msg);
+		if (req)
+			req->waiter = waiter;
+	} else if (!req) {
+		req = remote_request(msg);
+	}
 	if (!req) {
 		/* this node's state now lags behind the others': nothing safe to do */
 		sd_emerg("out of memory applying %s; leaving the cluster", op->name);
+		if (waiter)
+			answer(waiter, SD_RES_NO_MEM);
 		sheep_request_shutdown();
 		return;
 	}

@@ -26,6 +26,8 @@
  * Stale copies count too: every node lists its live objects and its stale
  * ones, and an object that no node holds live is fetched from a stale copy
  * (after a whole cluster restarted, some objects are held only there).
+ * Never an object of a deleted VDI (deleted.c): a node that was down during
+ * the delete removes its copies, and nobody fetches them back.
  *
  * Cleaning. Once every node of the epoch reports its objects fetched with
  * no failure, each node removes what the ring no longer gives it and its
@@ -40,15 +42,18 @@
 #include <time.h>
 
 #include "proto_util.h"
+#include "lock.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
 #define NR_OID_LOCKS 64
 #define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
 #define JOIN_SLEEP_MS 100
-#define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
-#define JOIN_MAX_LOGS 64 /* epoch history learned when joining */
+#define LIST_TRIES 50	  /* epoch mismatches tolerated when listing a node */
+#define JOIN_MAX_LOGS 64  /* epoch history learned when joining */
 #define NR_FETCHERS 2	  /* objects fetched at once by a recovery run */
+#define RETRY_MIN_MS 1000 /* failed objects are fetched again after this, */
+#define RETRY_MAX_MS 8000 /* doubled up to this */
 
 static pthread_mutex_t oid_locks[NR_OID_LOCKS];
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -75,17 +80,17 @@ static pthread_mutex_t *oid_lock(uint64_t oid)
 
 static void set_info(uint32_t epoch, uint32_t state)
 {
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	info.epoch = epoch;
 	info.state = state;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 }
 
 static void count(uint64_t *field, uint64_t n)
 {
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	*field += n;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 }
 
 static bool superseded(uint32_t epoch)
@@ -194,6 +199,9 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live
 
 	if (sd_store->exist(oid))
 		return SD_RES_SUCCESS;
+	/* its VDI was deleted: any copy left somewhere is garbage */
+	if (deleted_has(oid))
+		return SD_RES_NO_OBJ;
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
@@ -211,6 +219,15 @@ static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live
 	}
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
+	/*
+	 * Its VDI was deleted while it was fetched: the delete's own removal
+	 * may have passed already. Recorded before that removal, so either it
+	 * sees this copy or this check sees the record.
+	 */
+	if (ret == SD_RES_SUCCESS && deleted_has(oid)) {
+		sd_store->remove(oid);
+		ret = SD_RES_NO_OBJ;
+	}
 	/* a node that restarted alone may not have known this VDI */
 	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid))
 		vdi_inode_recovered(oid_to_vid(oid), buf);
@@ -230,11 +247,11 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 	er = group_ring_get();
 	if (!er)
 		return SD_RES_NO_MEM;
-	pthread_mutex_lock(oid_lock(oid));
+	sd_mutex_lock(oid_lock(oid));
 	ret = fetch_locked(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
 	if (ret == SD_RES_SUCCESS)
 		ret = sd_store->write(oid, buf, len, off, sync);
-	pthread_mutex_unlock(oid_lock(oid));
+	sd_mutex_unlock(oid_lock(oid));
 	group_ring_put(er);
 	return ret;
 }
@@ -401,9 +418,9 @@ static bool node_recovered(const struct epoch_ring *er, int node)
 	struct sd_rsp rsp;
 
 	if (node == er->local_idx) {
-		pthread_mutex_lock(&info_lock);
+		sd_mutex_lock(&info_lock);
 		ri = info;
-		pthread_mutex_unlock(&info_lock);
+		sd_mutex_unlock(&info_lock);
 	} else if (peer_request(&er->ring.nodes[node].nid, &rq, NULL, &ri, &rsp) ||
 		   rsp.result != SD_RES_SUCCESS) {
 		return false;
@@ -438,18 +455,18 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 		/* a VDI unknown here: its copies are unknown, keep its objects */
 		if (is_mine(er, oid) || vdi_copies(oid_to_vid(oid)) <= 0)
 			continue;
-		pthread_mutex_lock(oid_lock(oid));
+		sd_mutex_lock(oid_lock(oid));
 		if (sd_store->remove(oid) == SD_RES_SUCCESS)
 			nr_removed++;
-		pthread_mutex_unlock(oid_lock(oid));
+		sd_mutex_unlock(oid_lock(oid));
 	}
 	count(&info.nr_removed, nr_removed);
 	if (superseded(er->epoch))
 		return false;
 	if (sd_store->purge_stale() == SD_RES_SUCCESS) {
-		pthread_mutex_lock(&info_lock);
+		sd_mutex_lock(&info_lock);
 		info.nr_stale = 0;
-		pthread_mutex_unlock(&info_lock);
+		sd_mutex_unlock(&info_lock);
 	}
 	sd_info("epoch %" PRIu32 " recovered everywhere: %" PRIu64
 		" object(s) no longer this node's removed",
@@ -457,11 +474,26 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 	return true;
 }
 
-/* the entries of set to fetch (oid 0: none), shared by the fetchers */
+/* this node's live copy of an object of a deleted VDI */
+static void remove_deleted(uint64_t oid)
+{
+	sd_mutex_lock(oid_lock(oid));
+	if (sd_store->remove(oid) == SD_RES_SUCCESS) {
+		sd_info("%016" PRIx64 " belongs to a deleted vdi: removed", oid);
+		count(&info.nr_removed, 1);
+	}
+	sd_mutex_unlock(oid_lock(oid));
+}
+
+/*
+ * The entries of set to fetch (oid 0: none), shared by the fetchers. An
+ * entry fetched becomes 0: what is left afterwards failed, for a retry.
+ */
 struct fetch_job {
 	const struct epoch_ring *er;
-	const struct obj_set *set;
+	struct obj_set *set;
 	size_t next; /* atomic: the next entry to take */
+	bool retry;  /* a retry of earlier failures: they were logged then */
 };
 
 static void *fetcher(void *arg)
@@ -471,19 +503,28 @@ static void *fetcher(void *arg)
 
 	while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->set->nr &&
 	       !superseded(job->er->epoch)) {
-		const struct obj_entry *e = &job->set->e[i];
+		struct obj_entry *e = &job->set->e[i];
 		int r;
 
 		if (!e->oid)
 			continue;
-		pthread_mutex_lock(oid_lock(e->oid));
+		sd_mutex_lock(oid_lock(e->oid));
 		/* not synced one by one: fetch_all syncs them all at the end */
 		r = fetch_locked(job->er, e->oid, e->live, e->stale, false);
-		pthread_mutex_unlock(oid_lock(e->oid));
+		sd_mutex_unlock(oid_lock(e->oid));
+		/* deleted meanwhile: nothing to hold, nothing failed */
+		if (r != SD_RES_SUCCESS && deleted_has(e->oid))
+			r = SD_RES_SUCCESS;
 		if (r == SD_RES_SUCCESS) {
 			count(&info.nr_done, 1);
+			e->oid = 0;
 		} else {
-			sd_err("recovery of %016" PRIx64 " failed: %s", e->oid, sd_strerror(r));
+			if (job->retry)
+				sd_debug("recovery of %016" PRIx64 " failed again: %s", e->oid,
+					 sd_strerror(r));
+			else
+				sd_err("recovery of %016" PRIx64 " failed: %s", e->oid,
+				       sd_strerror(r));
 			count(&info.nr_failed, 1);
 		}
 	}
@@ -497,9 +538,9 @@ static void *fetcher(void *arg)
  * object). The threads live for one run (the tracer stops them like any
  * other).
  */
-static void fetch_all(const struct epoch_ring *er, const struct obj_set *set)
+static void fetch_all(const struct epoch_ring *er, struct obj_set *set, bool retry)
 {
-	struct fetch_job job = { er, set, 0 };
+	struct fetch_job job = { er, set, 0, retry };
 	pthread_t th[NR_FETCHERS];
 	int n = 0;
 
@@ -514,6 +555,43 @@ static void fetch_all(const struct epoch_ring *er, const struct obj_set *set)
 	/* durable before this node says it has them: then others may remove theirs */
 	if (sd_store->flush() != SD_RES_SUCCESS)
 		count(&info.nr_failed, 1);
+}
+
+/*
+ * The objects that failed (a node without space, none reachable that has
+ * it) are fetched again, every RETRY_MIN_MS at first and then less often,
+ * as long as the epoch lasts: once space is freed, recovery completes and
+ * the epoch is cleaned with no new epoch needed. The others go on
+ * meanwhile; `collie node recovery` shows the failed count of the last try.
+ */
+static void retry_failed(const struct epoch_ring *er, struct obj_set *set)
+{
+	int wait_ms = RETRY_MIN_MS;
+
+	while (!superseded(er->epoch)) {
+		uint64_t nr_failed;
+
+		sd_mutex_lock(&info_lock);
+		nr_failed = info.nr_failed;
+		sd_mutex_unlock(&info_lock);
+		if (!nr_failed)
+			return;
+		set_info(er->epoch, SD_RECOVERY_WAITING);
+		sd_info("recovery of epoch %" PRIu32 ": %" PRIu64
+			" object(s) failed; retrying in %d ms",
+			er->epoch, nr_failed, wait_ms);
+		for (int slept = 0; slept < wait_ms && !superseded(er->epoch);
+		     slept += JOIN_SLEEP_MS)
+			sleep_ms(JOIN_SLEEP_MS);
+		if (superseded(er->epoch))
+			return;
+		set_info(er->epoch, SD_RECOVERY_RUNNING);
+		sd_mutex_lock(&info_lock);
+		info.nr_failed = 0;
+		sd_mutex_unlock(&info_lock);
+		fetch_all(er, set, true);
+		wait_ms = min_t(int, wait_ms * 2, RETRY_MAX_MS);
+	}
 }
 
 /* recover epoch: 0 when done or superseded, -EAGAIN to run it again */
@@ -533,9 +611,9 @@ static int run_epoch(uint32_t epoch)
 		goto out_put;
 	}
 	set_info(epoch, SD_RECOVERY_RUNNING);
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	info.nr_total = info.nr_done = info.nr_failed = info.nr_removed = 0;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	for (int i = 0; i < er->ring.nr_nodes && !ret; i++) {
 		ret = list_node(er, i, false, &set);
 		if (!ret)
@@ -547,20 +625,26 @@ static int run_epoch(uint32_t epoch)
 	learn_vdis(&set);
 	local_bit = UINT64_C(1) << er->local_idx;
 	for (size_t i = 0; i < set.nr; i++) {
-		if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
+		if (deleted_has(set.e[i].oid)) {
+			/* a node that was down during the delete: its copy goes now */
+			if (set.e[i].live & local_bit)
+				remove_deleted(set.e[i].oid);
+			set.e[i].oid = 0;
+		} else if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
 			set.e[i].oid = 0; /* nothing to do */
 		else
 			nr_todo++;
 	}
 	count(&info.nr_total, nr_todo);
 	sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) to fetch", epoch, nr_todo);
-	fetch_all(er, &set);
+	fetch_all(er, &set, false);
+	retry_failed(er, &set);
 	if (!superseded(epoch)) {
 		sd_info("recovery of epoch %" PRIu32 " done: %" PRIu64 " fetched, %" PRIu64
 			" failed",
 			epoch, info.nr_done, info.nr_failed);
 		set_info(epoch, SD_RECOVERY_WAITING);
-		/* with a failure, nothing is removed until a later epoch */
+		/* only with every object fetched (retry_failed) is anything removed */
 		if (!info.nr_failed && clean_epoch(er, &set))
 			set_info(epoch, SD_RECOVERY_DONE);
 	}
@@ -590,9 +674,9 @@ static void run_done(struct work *w)
 {
 	run_queued = false;
 	/* a kick that came after the run's last look */
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	bool again = info.epoch != want_epoch && !sys.shutting_down;
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	if (again)
 		recovery_kick();
 }
@@ -681,6 +765,11 @@ static void join_fn(struct work *w)
 		ret = vdi_sync_from(&from);
 		if (ret != SD_RES_SUCCESS)
 			sd_err("cannot learn the vdis from the cluster: %s", sd_strerror(ret));
+		/* before any recovery: what was deleted meanwhile stays deleted */
+		ret = deleted_sync_from(&from);
+		if (ret != SD_RES_SUCCESS)
+			sd_err("cannot learn the deleted vdis from the cluster: %s",
+			       sd_strerror(ret));
 	}
 	/* not recovered until its own run says so: the others wait for it */
 	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);
@@ -712,9 +801,9 @@ int recovery_op_stat(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
 
-	pthread_mutex_lock(&info_lock);
+	sd_mutex_lock(&info_lock);
 	memcpy(req->data, &info, len);
-	pthread_mutex_unlock(&info_lock);
+	sd_mutex_unlock(&info_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }

@@ -237,7 +237,13 @@ static void do_work(struct work *w)
 
 static void work_done(struct work *w)
 {
-	request_done(container_of(w, struct request, work));
+	struct request *req = container_of(w, struct request, work);
+	uint32_t vid;
+
+	/* every node's VDI table learns a header a client wrote before the client does */
+	if (req->rp.result == SD_RES_SUCCESS && vdi_is_header_write(&req->rq, &vid))
+		return ordered_notify_header(req, vid);
+	request_done(req);
 }
 
 static void finish_with(struct request *req, int result)

@@ -311,6 +311,11 @@ int main(int argc, char **argv)
 		sd_emerg("cannot read the cluster state in %s: %s", sys.dir, strerror(-ret));
 		return 1;
 	}
+	ret = deleted_init();
+	if (ret) {
+		sd_emerg("cannot read the deleted vdis in %s: %s", sys.dir, strerror(-ret));
+		return 1;
+	}
 	ret = vdi_init();
 	if (ret) {
 		sd_emerg("cannot load the vdis: %s", strerror(-ret));

@@ -32,6 +32,7 @@ struct request {
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
 	int nr_members;	 /* cluster size when the op was delivered */
 	uint64_t token;	 /* names the request in its broadcast */
+	struct request *waiter; /* a client request answered once this one is applied */
 };
 
 enum op_type {
@@ -113,6 +114,10 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
 uint32_t group_epoch(void);
 /* this node's id */
 const struct sd_node_id *group_self(void);
+/* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
+int group_write_file(const char *name, const void *buf, size_t len);
+/* main thread: a cluster shutdown was delivered; no epoch is counted any more */
+void group_cluster_stopping(void);
 /* broadcast msg through the cluster driver: 0 or -errno */
 int group_notify(const void *msg, size_t len);
 /*
@@ -131,6 +136,11 @@ void group_ring_put(struct epoch_ring *er);
 /* ordered.c: cluster operations in the driver's total order */
 /* main thread: broadcast req; it is answered once applied here */
 void ordered_submit(struct request *req);
+/*
+ * main thread: the successful client request req wrote the header of vid's
+ * inode; broadcast NOTIFY_VDI_HEADER and answer req once it is applied here
+ */
+void ordered_notify_header(struct request *req, uint32_t vid);
 /* main thread, from sd_notify_handler: apply a delivered op */
 void ordered_deliver(const void *msg, size_t len, int nr_members);
 
@@ -189,8 +199,10 @@ int vdi_op_get_locks(struct request *req);
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */
 int vdi_copies(uint32_t vid);
-/* the header of an inode changed on disk: refresh the cached state */
-void vdi_header_updated(uint32_t vid);
+/* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
+int vdi_op_header_changed(struct request *req);
+/* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */
+bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid);
 /* recovery stored the inode of vid here: know the VDI (it may be new here) */
 struct sd_inode_header;
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
@@ -198,6 +210,21 @@ void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
 int vdi_sync_from(const struct sd_node_id *nid);
 /* remove every VDI's state (after format) */
 void vdi_reset(void);
+
+/*
+ * deleted.c: the objects of deleted VDIs, which nothing may bring back.
+ * A record per deleted VDI, kept in DIR/deleted on every node and learned
+ * by a node that joins.
+ */
+int deleted_init(void);
+/* vid was deleted; the indexes set in shared (a bit per index) are still read: 0 or -errno */
+int deleted_add(uint32_t vid, const uint8_t *shared);
+/* is oid an object of a deleted VDI that no other VDI reads? */
+bool deleted_has(uint64_t oid);
+/* GET_DELETED: the records, as internal_proto.h says */
+int deleted_op_get(struct request *req);
+/* learn member nid's records (joining): SD_RES_* */
+int deleted_sync_from(const struct sd_node_id *nid);
 
 /* gateway.c: client object I/O */
 int gateway_read_obj(struct request *req);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lock.h"
 #include "proto_util.h"
 #include "sheep_priv.h"
 #include "store/store.h"
@@ -72,6 +73,34 @@ static struct vdi_state *get_state(uint32_t vid)
 	return s;
 }
 
+/*
+ * The copies of a VDI as the table keeps them: an inode may say anything
+ * (a client can write its header, a disk can rot), and every object op
+ * trusts the table, so a value outside 1..SD_MAX_COPIES becomes the
+ * cluster's (1 before format). Never 0: 0 means "ask the table" to the
+ * gateway.
+ */
+static uint8_t sane_copies(uint32_t vid, uint8_t copies)
+{
+	uint8_t def = group_copies() ? group_copies() : 1;
+
+	if (copies >= 1 && copies <= SD_MAX_COPIES)
+		return copies;
+	sd_warn("vid %06" PRIx32 ": inode says %u copies; %u used", vid, copies, def);
+	return def;
+}
+
+/* the object size of a VDI as the table keeps it: 0 or out of range is the default */
+static uint8_t sane_shift(uint32_t vid, uint8_t shift)
+{
+	if (shift >= SD_MIN_BLOCK_SIZE_SHIFT && shift <= SD_MAX_BLOCK_SIZE_SHIFT)
+		return shift;
+	if (shift)
+		sd_warn("vid %06" PRIx32 ": inode says block_size_shift %u; %u used", vid, shift,
+			SD_DEFAULT_BLOCK_SIZE_SHIFT);
+	return SD_DEFAULT_BLOCK_SIZE_SHIFT;
+}
+
 /* copy what the cache keeps from an inode header; caller holds the write lock */
 static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
 {
@@ -81,8 +110,8 @@ static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
 	s->tag[sizeof(s->tag) - 1] = '\0';
 	s->snap_id = h->snap_id;
 	s->parent = h->parent_vdi_id;
-	s->nr_copies = h->nr_copies;
-	s->shift = h->block_size_shift ? h->block_size_shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	s->nr_copies = sane_copies(s->vid, h->nr_copies);
+	s->shift = sane_shift(s->vid, h->block_size_shift);
 	s->snapshot = h->snap_ctime != 0;
 	s->deleted = h->name[0] == '\0';
 	s->size = h->vdi_size;
@@ -169,14 +198,14 @@ int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 	struct vdi_state *s;
 	int ret = SD_RES_NO_VDI;
 
-	pthread_rwlock_rdlock(&vdi_lock);
+	sd_rw_rdlock(&vdi_lock);
 	s = lookup_vid(vid);
 	if (s) {
 		*shift = s->shift;
 		*is_snapshot = s->snapshot;
 		ret = s->deleted ? SD_RES_NO_VDI : SD_RES_SUCCESS;
 	}
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	return ret;
 }
 
@@ -185,29 +214,53 @@ int vdi_copies(uint32_t vid)
 	struct vdi_state *s;
 	int copies = 0;
 
-	pthread_rwlock_rdlock(&vdi_lock);
+	sd_rw_rdlock(&vdi_lock);
 	s = lookup_vid(vid);
 	if (s)
 		copies = s->nr_copies;
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	return copies;
 }
 
-void vdi_header_updated(uint32_t vid)
+bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid)
 {
-	struct sd_inode_header *h = malloc(sizeof(*h));
+	if ((rq->opcode != SD_OP_WRITE_OBJ && rq->opcode != SD_OP_CREATE_AND_WRITE_OBJ) ||
+	    !is_vdi_obj(rq->obj.oid) || rq->obj.offset >= SD_INODE_HEADER_SIZE)
+		return false;
+	*vid = oid_to_vid(rq->obj.oid);
+	return true;
+}
 
+/*
+ * NOTIFY_VDI_HEADER, on every node in the cluster's order: reread the
+ * header from the replicas (no lock held) and publish it. A VDI unknown
+ * here (never created through the namespace) is left alone.
+ */
+int vdi_op_header_changed(struct request *req)
+{
+	uint32_t vid = req->rq.vdi.base_vdi_id;
+	struct sd_inode_header *h;
+	int copies, ret;
+
+	sd_rw_rdlock(&vdi_lock);
+	copies = lookup_vid(vid) ? copies_of(vid) : 0;
+	sd_rw_unlock(&vdi_lock);
+	if (!copies)
+		return SD_RES_NO_VDI;
+	h = malloc(sizeof(*h));
 	if (!h)
-		return;
-	pthread_rwlock_rdlock(&vdi_lock);
-	int copies = copies_of(vid);
-	pthread_rwlock_unlock(&vdi_lock);
-	if (read_header(vid, h, copies) == SD_RES_SUCCESS) {
-		pthread_rwlock_wrlock(&vdi_lock);
+		return SD_RES_NO_MEM;
+	ret = read_header(vid, h, copies);
+	if (ret == SD_RES_SUCCESS) {
+		sd_rw_wrlock(&vdi_lock);
 		refill_state(lookup_vid(vid), h);
-		pthread_rwlock_unlock(&vdi_lock);
+		sd_rw_unlock(&vdi_lock);
+	} else {
+		sd_err("the header of vid %06" PRIx32 " changed and cannot be reread: %s", vid,
+		       sd_strerror(ret));
 	}
 	free(h);
+	return ret;
 }
 
 /*
@@ -302,10 +355,111 @@ static void add_child(struct sd_inode_header *parent, uint32_t child)
 		}
 }
 
+/* what NEW_VDI decided under the table's lock, for the I/O done outside it */
+struct new_plan {
+	uint32_t vid;	     /* the new VDI */
+	uint32_t base_vid;   /* the VDI whose map the new one starts with, or 0 */
+	uint8_t base_copies; /* its copies */
+	uint32_t parent_vid; /* the new VDI's parent, or 0 */
+	uint8_t parent_copies;
+	bool is_snapshot; /* the working VDI parent_vid becomes a snapshot */
+	uint32_t snap_id;
+	uint8_t copies;
+};
+
+/*
+ * NEW_VDI's decisions, under the table's lock: which VDI is the working
+ * one, the base, the copies, the vid. Caller holds the lock. SD_RES_*.
+ */
+static int plan_new(const struct request *req, const char *name, struct new_plan *p)
+{
+	const struct sd_req *rq = &req->rq;
+	struct vdi_state *cur, *base = NULL;
+	int res;
+
+	memset(p, 0, sizeof(*p));
+	cur = find_vdi(name, 0, NULL, &res);
+	if (rq->vdi.base_vdi_id) {
+		base = lookup_vid(rq->vdi.base_vdi_id);
+		if (!base || base->deleted)
+			return SD_RES_NO_BASE_VDI;
+	}
+	if (rq->vdi.snapid && cur) {
+		/* the tag the working VDI carries names the snapshot: one per VDI */
+		if (cur->tag[0] && find_vdi(name, 0, cur->tag, &res)) {
+			sd_err("vdi %s: a snapshot tagged %s exists already", name, cur->tag);
+			return SD_RES_VDI_EXIST;
+		}
+		p->is_snapshot = true;
+		p->parent_vid = cur->vid;
+		p->parent_copies = cur->nr_copies;
+		p->snap_id = cur->snap_id + 1;
+		if (!base)
+			base = cur;
+	} else if (cur) {
+		return SD_RES_VDI_EXIST;
+	} else if (base) {
+		p->parent_vid = base->vid;
+		p->parent_copies = base->nr_copies;
+	}
+	if (!p->snap_id)
+		p->snap_id = 1;
+	if (base) {
+		p->base_vid = base->vid;
+		p->base_copies = base->nr_copies;
+	}
+	p->copies = rq->vdi.copies ? rq->vdi.copies : base ? base->nr_copies : group_copies();
+	/* a VDI never claims more copies than there are nodes to hold them */
+	if (p->copies > req->nr_members) {
+		sd_err("vdi %s: %u copies asked, %d node(s)", name, p->copies, req->nr_members);
+		return SD_RES_TOO_FEW_NODES;
+	}
+	p->vid = sd_vid_find_free(vdi_bitmap, name);
+	return p->vid ? SD_RES_SUCCESS : SD_RES_FULL_VDI;
+}
+
+/*
+ * The originator's inode I/O for NEW_VDI (no lock held): the new inode
+ * first, a crash in between leaves the old one untouched; then the
+ * parent's header (snapshot time, child). SD_RES_*.
+ */
+static int write_new_inodes(const struct new_plan *p, struct sd_inode *inode)
+{
+	struct sd_inode_header *ph;
+	int ret;
+
+	ret = create_inode(inode, p->base_vid && !map_is_empty(inode));
+	if (ret || !p->parent_vid)
+		return ret;
+	ph = malloc(SD_INODE_HEADER_SIZE);
+	if (!ph)
+		return SD_RES_NO_MEM;
+	ret = read_header(p->parent_vid, ph, p->parent_copies);
+	if (!ret) {
+		if (p->is_snapshot)
+			ph->snap_ctime = now_ctime();
+		add_child(ph, p->vid);
+		ret = write_header(p->parent_vid, ph, p->parent_copies);
+	}
+	free(ph);
+	if (ret) {
+		sd_err("cannot update the parent %06" PRIx32 " of %06" PRIx32, p->parent_vid,
+		       p->vid);
+		ret = SD_RES_BASE_VDI_WRITE;
+	}
+	return ret;
+}
+
 /*
  * NEW_VDI. snapid != 0 means "snapshot the working VDI": it becomes a
  * snapshot and a new working VDI with the same name takes its place.
  * base_vdi_id != 0 without snapid makes a clone of that VDI.
+ *
+ * Every node decides under the table's lock, the originator alone writes
+ * the inodes with no lock held (the gateway's I/O looks the table up
+ * itself), and every node then publishes the new VDI under the lock. Only
+ * the cluster worker changes the namespace, so what was decided still
+ * holds when it is published.
  */
 int vdi_op_new(struct request *req)
 {
@@ -313,68 +467,38 @@ int vdi_op_new(struct request *req)
 	const char *name, *tag;
 	uint8_t shift = rq->vdi.block_size_shift ? rq->vdi.block_size_shift
 						 : SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	uint8_t copies = rq->vdi.copies;
-	bool snapshot = rq->vdi.snapid != 0;
-	struct vdi_state *cur, *base = NULL, *s;
+	struct vdi_state *s, *ns;
 	struct sd_inode *inode = NULL;
-	struct sd_inode_header *parent_hdr = NULL;
-	uint32_t vid, parent_vid = 0;
-	int ret, res;
+	struct new_plan p;
+	int ret;
 
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
 	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT ||
-	    rq->vdi.vdi_size == 0 ||
-	    rq->vdi.vdi_size > ((uint64_t)MAX_DATA_OBJS << shift) || copies > SD_MAX_COPIES)
+	    rq->vdi.vdi_size == 0 || rq->vdi.vdi_size > ((uint64_t)MAX_DATA_OBJS << shift) ||
+	    rq->vdi.copies > SD_MAX_COPIES)
 		return SD_RES_INVALID_PARMS;
 
-	pthread_rwlock_wrlock(&vdi_lock);
-	cur = find_vdi(name, 0, NULL, &res);
-	if (rq->vdi.base_vdi_id) {
-		base = lookup_vid(rq->vdi.base_vdi_id);
-		if (!base || base->deleted) {
-			ret = SD_RES_NO_BASE_VDI;
-			goto out_unlock;
-		}
-	}
-	if (snapshot && cur) {
-		parent_vid = cur->vid;
-		if (!base)
-			base = cur;
-	} else if (cur) {
-		ret = SD_RES_VDI_EXIST;
-		goto out_unlock;
-	} else if (base) {
-		parent_vid = base->vid;
-	}
-	if (copies == 0)
-		copies = base ? base->nr_copies : group_copies();
-	/* a VDI never claims more copies than there are nodes to hold them */
-	if (copies > req->nr_members) {
-		sd_err("vdi %s: %u copies asked, %d node(s)", name, copies, req->nr_members);
-		ret = SD_RES_TOO_FEW_NODES;
-		goto out_unlock;
-	}
-	vid = sd_vid_find_free(vdi_bitmap, name);
-	if (!vid) {
-		ret = SD_RES_FULL_VDI;
-		goto out_unlock;
-	}
+	sd_rw_rdlock(&vdi_lock);
+	ret = plan_new(req, name, &p);
+	sd_rw_unlock(&vdi_lock);
+	if (ret)
+		return ret;
 
 	/* a remote copy changes the cache only: it needs no map */
 	inode = calloc(1, req->remote ? SD_INODE_HEADER_SIZE : sizeof(*inode));
-	parent_hdr = malloc(SD_INODE_HEADER_SIZE);
-	if (!inode || !parent_hdr) {
+	ns = calloc(1, sizeof(*ns));
+	if (!inode || !ns) {
 		ret = SD_RES_NO_MEM;
-		goto out_unlock;
+		goto out_free;
 	}
-	if (base && !req->remote) {
-		ret = gateway_obj_read(vid_to_vdi_oid(base->vid), inode, SD_INODE_SIZE, 0,
-				       copies_of(base->vid));
+	if (p.base_vid && !req->remote) {
+		ret = gateway_obj_read(vid_to_vdi_oid(p.base_vid), inode, SD_INODE_SIZE, 0,
+				       p.base_copies);
 		if (ret) {
 			ret = SD_RES_BASE_VDI_READ;
-			goto out_unlock;
+			goto out_free;
 		}
 		memset(inode, 0, SD_INODE_HEADER_SIZE);
 	}
@@ -382,60 +506,46 @@ int vdi_op_new(struct request *req)
 	inode->create_time = now_ctime();
 	inode->vdi_size = rq->vdi.vdi_size;
 	inode->copy_policy = rq->vdi.copy_policy;
-	inode->nr_copies = copies;
+	inode->nr_copies = p.copies;
 	inode->block_size_shift = shift;
-	inode->snap_id = (snapshot && cur) ? cur->snap_id + 1 : 1;
-	inode->vdi_id = vid;
-	inode->parent_vdi_id = parent_vid;
-
-	s = get_state(vid);
-	if (!s) {
-		ret = SD_RES_NO_MEM;
-		goto out_unlock;
-	}
-	/* the new inode first: a crash in between leaves the old one untouched */
+	inode->snap_id = p.snap_id;
+	inode->vdi_id = p.vid;
+	inode->parent_vdi_id = p.parent_vid;
 	if (!req->remote) {
-		ret = create_inode(inode, base && !map_is_empty(inode));
+		ret = write_new_inodes(&p, inode);
 		if (ret)
-			goto out_unlock;
+			goto out_free;
+	}
+
+	sd_rw_wrlock(&vdi_lock);
+	s = lookup_vid(p.vid);
+	if (!s) {
+		s = ns;
+		ns = NULL;
+		s->vid = p.vid;
+		s->hnext = vdi_hash[p.vid % VDI_HASH_SIZE];
+		vdi_hash[p.vid % VDI_HASH_SIZE] = s;
 	}
 	fill_state(s, (const struct sd_inode_header *)inode);
-	sd_vid_set(vdi_bitmap, vid);
+	sd_vid_set(vdi_bitmap, p.vid);
+	if (p.is_snapshot) {
+		struct vdi_state *ps = lookup_vid(p.parent_vid);
 
-	if (parent_vid) {
-		struct vdi_state *ps = lookup_vid(parent_vid);
-
-		if (!req->remote) {
-			ret = read_header(parent_vid, parent_hdr, copies_of(parent_vid));
-			if (!ret) {
-				if (snapshot && cur)
-					parent_hdr->snap_ctime = now_ctime();
-				add_child(parent_hdr, vid);
-				ret = write_header(parent_vid, parent_hdr, copies_of(parent_vid));
-			}
-			if (ret) {
-				sd_err("cannot update the parent %06" PRIx32 " of %06" PRIx32,
-				       parent_vid, vid);
-				ret = SD_RES_BASE_VDI_WRITE;
-				goto out_unlock;
-			}
-		}
-		if (snapshot && cur)
-			ps->snapshot = true;
+		ps->snapshot = true;
 		/* the client that had the working VDI open now writes to the new one */
-		if (snapshot && cur && ps->locked) {
+		if (ps->locked) {
 			ps->locked = false;
 			s->locked = true;
 		}
 	}
-	sd_info("new vdi %s vid %06" PRIx32 "%s%s", name, vid, snapshot && cur ? " (snapshot of " : "",
-		snapshot && cur ? "the working vdi)" : "");
-	req->rp.vdi.vdi_id = vid;
+	sd_rw_unlock(&vdi_lock);
+	sd_info("new vdi %s vid %06" PRIx32 "%s", name, p.vid,
+		p.is_snapshot ? " (snapshot of the working vdi)" : "");
+	req->rp.vdi.vdi_id = p.vid;
 	ret = SD_RES_SUCCESS;
-out_unlock:
-	pthread_rwlock_unlock(&vdi_lock);
+out_free:
 	free(inode);
-	free(parent_hdr);
+	free(ns);
 	return ret;
 }
 
@@ -470,27 +580,96 @@ static int remove_unshared(uint64_t oid, void *arg)
 	return 0;
 }
 
-/* mark in ctx->shared the indexes whose object a descendant of vid still reads */
-static int mark_shared(struct remove_ctx *ctx, uint32_t *map)
+struct vid_copies {
+	uint32_t vid;
+	uint8_t copies;
+};
+
+/*
+ * The live descendants of vid (the VDIs that may read its objects), with
+ * their copies, in a new array (*out, *nr). Caller holds the lock. SD_RES_*.
+ */
+static int list_descendants(uint32_t vid, struct vid_copies **out, size_t *nr)
 {
+	size_t cap = 0;
+
+	*out = NULL;
+	*nr = 0;
 	for (int b = 0; b < VDI_HASH_SIZE; b++)
 		for (struct vdi_state *s = vdi_hash[b]; s; s = s->hnext) {
-			if (s->vid == ctx->vid || s->deleted || !descends_from(s, ctx->vid))
+			if (s->vid == vid || s->deleted || !descends_from(s, vid))
 				continue;
-			if (gateway_obj_read(vid_to_vdi_oid(s->vid), map, 4 * MAX_DATA_OBJS,
-					     SD_INODE_HEADER_SIZE, copies_of(s->vid)))
-				return SD_RES_EIO;
-			for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
-				if (map[i] == ctx->vid)
-					sd_vid_set(ctx->shared, i);
+			if (*nr == cap) {
+				struct vid_copies *n;
+
+				cap = cap ? cap * 2 : 16;
+				n = realloc(*out, cap * sizeof(*n));
+				if (!n) {
+					free(*out);
+					*out = NULL;
+					return SD_RES_NO_MEM;
+				}
+				*out = n;
+			}
+			(*out)[(*nr)++] = (struct vid_copies){ s->vid, s->nr_copies };
 		}
 	return SD_RES_SUCCESS;
+}
+
+/* mark in ctx->shared the indexes whose object one of the VDIs in d still reads */
+static int mark_shared(struct remove_ctx *ctx, const struct vid_copies *d, size_t nr)
+{
+	uint32_t *map = malloc(4 * MAX_DATA_OBJS);
+	int ret = SD_RES_SUCCESS;
+
+	if (!map)
+		return SD_RES_NO_MEM;
+	for (size_t k = 0; k < nr && ret == SD_RES_SUCCESS; k++) {
+		if (gateway_obj_read(vid_to_vdi_oid(d[k].vid), map, 4 * MAX_DATA_OBJS,
+				     SD_INODE_HEADER_SIZE, d[k].copies)) {
+			ret = SD_RES_EIO;
+			break;
+		}
+		for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+			if (map[i] == ctx->vid)
+				sd_vid_set(ctx->shared, i);
+	}
+	free(map);
+	return ret;
+}
+
+/* find the VDI that DEL_VDI names and its descendants, under the lock: SD_RES_* */
+static int plan_del(struct request *req, const char *name, const char *tag, uint32_t *vid,
+		    uint8_t *copies, struct vid_copies **d, size_t *nr)
+{
+	struct vdi_state *s;
+	int ret = SD_RES_SUCCESS;
+
+	sd_rw_rdlock(&vdi_lock);
+	s = find_vdi(name, req->rq.vdi.snapid, tag, &ret);
+	/* a snapshot id or tag names a snapshot: never the working VDI (its snap_id too) */
+	if (s && (req->rq.vdi.snapid || (tag && tag[0])) && !s->snapshot) {
+		s = NULL;
+		ret = SD_RES_NO_VDI;
+	}
+	if (s) {
+		*vid = s->vid;
+		*copies = s->nr_copies;
+		ret = list_descendants(s->vid, d, nr);
+	}
+	sd_rw_unlock(&vdi_lock);
+	return ret;
 }
 
 /*
  * DEL_VDI: the working VDI (name only, snapid 0) or a snapshot (snapid or
  * tag). Its objects go unless a descendant still reads them; its inode
- * stays, nameless, to keep the vid's bit set.
+ * stays, nameless, to keep the vid's bit set. No lock check: QEMU locks a
+ * snapshot before it deletes it (snapshot -d).
+ *
+ * As NEW_VDI: found under the lock, the maps read and the header written
+ * without it, the deletion published under it, and only then this node's
+ * replicas of the unshared objects removed.
  */
 int vdi_op_del(struct request *req)
 {
@@ -498,53 +677,56 @@ int vdi_op_del(struct request *req)
 	struct vdi_state *s;
 	struct remove_ctx ctx = { 0 };
 	struct sd_inode_header *h = NULL;
-	uint32_t *map = NULL;
-	int ret, res;
+	struct vid_copies *d = NULL;
+	size_t nr_d = 0;
+	uint8_t copies = 0;
+	int ret;
 
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	pthread_rwlock_wrlock(&vdi_lock);
-	s = find_vdi(name, req->rq.vdi.snapid, tag, &res);
-	if (!s) {
-		ret = res;
-		goto out_unlock;
-	}
-	/* no lock check: QEMU locks a snapshot before it deletes it (snapshot -d) */
-	ctx.vid = s->vid;
-	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
-	map = malloc(4 * MAX_DATA_OBJS);
-	h = malloc(SD_INODE_HEADER_SIZE);
-	if (!ctx.shared || !map || !h) {
-		ret = SD_RES_NO_MEM;
-		goto out_unlock;
-	}
-	ret = mark_shared(&ctx, map);
+	ret = plan_del(req, name, tag, &ctx.vid, &copies, &d, &nr_d);
 	if (ret)
-		goto out_unlock;
+		return ret;
+	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
+	h = malloc(SD_INODE_HEADER_SIZE);
+	if (!ctx.shared || !h) {
+		ret = SD_RES_NO_MEM;
+		goto out_free;
+	}
+	ret = mark_shared(&ctx, d, nr_d);
+	if (ret)
+		goto out_free;
 	/*
 	 * The name goes first: a crash in between leaves garbage, never a half
 	 * VDI. Every node then removes its own replicas of the unshared objects.
 	 */
 	if (!req->remote) {
-		ret = read_header(s->vid, h, copies_of(s->vid));
+		ret = read_header(ctx.vid, h, copies);
 		if (ret)
-			goto out_unlock;
+			goto out_free;
 		memset(h->name, 0, sizeof(h->name));
-		ret = write_header(s->vid, h, copies_of(s->vid));
+		ret = write_header(ctx.vid, h, copies);
 		if (ret)
-			goto out_unlock;
+			goto out_free;
 	}
+	sd_rw_wrlock(&vdi_lock);
+	s = lookup_vid(ctx.vid);
 	s->deleted = true;
 	s->name[0] = '\0';
+	sd_rw_unlock(&vdi_lock);
+	/* recorded before anything is removed: no recovery brings it back */
+	ret = deleted_add(ctx.vid, ctx.shared);
+	if (ret)
+		sd_err("cannot record the deletion of vid %06" PRIx32 ": %s", ctx.vid,
+		       strerror(-ret));
 	sd_store->for_each(remove_unshared, &ctx);
 	sd_info("deleted vdi %s vid %06" PRIx32 ", %" PRIu64 " objects removed", name, ctx.vid,
 		ctx.nr_removed);
 	ret = SD_RES_SUCCESS;
-out_unlock:
-	pthread_rwlock_unlock(&vdi_lock);
+out_free:
 	free(ctx.shared);
-	free(map);
+	free(d);
 	free(h);
 	return ret;
 }
@@ -558,7 +740,7 @@ static int resolve(struct request *req, bool lock)
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	pthread_rwlock_wrlock(&vdi_lock);
+	sd_rw_wrlock(&vdi_lock);
 	s = find_vdi(name, req->rq.vdi.snapid, tag, &res);
 	if (!s) {
 		ret = res;
@@ -570,7 +752,7 @@ static int resolve(struct request *req, bool lock)
 		req->rp.vdi.vdi_id = s->vid;
 		ret = SD_RES_SUCCESS;
 	}
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	return ret;
 }
 
@@ -598,7 +780,7 @@ int vdi_op_release(struct request *req)
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	pthread_rwlock_wrlock(&vdi_lock);
+	sd_rw_wrlock(&vdi_lock);
 	s = lookup_vid(req->rq.vdi.base_vdi_id);
 	if (!s || s->deleted)
 		ret = SD_RES_NO_VDI;
@@ -608,7 +790,7 @@ int vdi_op_release(struct request *req)
 		s->locked = false;
 		ret = SD_RES_SUCCESS;
 	}
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	return ret;
 }
 
@@ -616,9 +798,9 @@ int vdi_op_read_vdis(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
-	pthread_rwlock_rdlock(&vdi_lock);
+	sd_rw_rdlock(&vdi_lock);
 	memcpy(req->data, vdi_bitmap, len);
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }
@@ -630,7 +812,7 @@ int vdi_op_get_locks(struct request *req)
 	uint32_t *vids = req->data;
 	int ret = SD_RES_SUCCESS;
 
-	pthread_rwlock_rdlock(&vdi_lock);
+	sd_rw_rdlock(&vdi_lock);
 	for (size_t i = 0; i < VDI_HASH_SIZE && ret == SD_RES_SUCCESS; i++)
 		for (const struct vdi_state *s = vdi_hash[i]; s; s = s->hnext) {
 			if (!s->locked || s->deleted)
@@ -641,7 +823,7 @@ int vdi_op_get_locks(struct request *req)
 			}
 			vids[n++] = s->vid;
 		}
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	req->rp.data_length = n * sizeof(uint32_t);
 	return ret;
 }
@@ -659,7 +841,7 @@ static int sync_locks_from(const struct sd_node_id *nid)
 	if (vids)
 		ret = peer_request(nid, &rq, NULL, vids, &rsp) ? SD_RES_EIO : (int)rsp.result;
 	if (ret == SD_RES_SUCCESS) {
-		pthread_rwlock_wrlock(&vdi_lock);
+		sd_rw_wrlock(&vdi_lock);
 		for (uint32_t i = 0; i < rsp.data_length / sizeof(uint32_t); i++) {
 			struct vdi_state *s = lookup_vid(vids[i]);
 
@@ -671,7 +853,7 @@ static int sync_locks_from(const struct sd_node_id *nid)
 					vids[i]);
 			}
 		}
-		pthread_rwlock_unlock(&vdi_lock);
+		sd_rw_unlock(&vdi_lock);
 		sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
 	}
 	free(vids);
@@ -680,10 +862,10 @@ static int sync_locks_from(const struct sd_node_id *nid)
 
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
 {
-	pthread_rwlock_wrlock(&vdi_lock);
+	sd_rw_wrlock(&vdi_lock);
 	sd_vid_set(vdi_bitmap, vid);
 	refill_state(get_state(vid), h);
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 }
 
 /*
@@ -726,14 +908,14 @@ int vdi_sync_from(const struct sd_node_id *nid)
 		if (!sd_vid_test(bitmap, vid))
 			continue;
 		r = read_header(vid, h, group_copies());
-		pthread_rwlock_wrlock(&vdi_lock);
+		sd_rw_wrlock(&vdi_lock);
 		sd_vid_set(vdi_bitmap, vid);
 		s = r == SD_RES_SUCCESS ? get_state(vid) : NULL;
 		if (s) {
 			refill_state(s, h);
 			nr_new++;
 		}
-		pthread_rwlock_unlock(&vdi_lock);
+		sd_rw_unlock(&vdi_lock);
 		if (r != SD_RES_SUCCESS)
 			sd_err("inode of vid %06" PRIx32 " unreadable while joining: %s", vid,
 			       sd_strerror(r));

@@ -382,6 +382,10 @@ static const struct {
 	{ "unformatted", scenario_unformatted },
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
+	{ "wedge", scenario_wedge },
+	{ "lookup", scenario_lookup },
+	{ "set-tag", scenario_set_tag },
+	{ "snapshot", scenario_snapshot },
 };
 
 static void usage(void)

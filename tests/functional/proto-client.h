@@ -86,4 +86,10 @@ int scenario_bad_name(void);
 int scenario_garbage(void);
 int scenario_unformatted(void);
 
+/* the namespace scenarios (proto-ns.c) */
+int scenario_wedge(void);
+int scenario_lookup(void);
+int scenario_set_tag(void);
+int scenario_snapshot(void);
+
 #endif

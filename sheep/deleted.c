@@ -1,0 +1,309 @@
+/*
+ * Deleted objects: what no recovery, rejoin or stale copy may bring back.
+ *
+ * DEL_VDI removes a VDI's objects from the nodes that are up, but copies
+ * live on where nobody removed them: on a node that was down (it sets its
+ * objects aside as stale when it rejoins) and in the stale copies of a
+ * node that rejoined earlier. Recovery fetches from a stale copy any
+ * object that no node holds live, so without a record it would resurrect
+ * the VDI's data for good.
+ *
+ * So every node records each delete it applies (DEL_VDI is ordered: every
+ * node applies it, in the same place of the order): the vid, and the
+ * indexes of the data objects that another VDI still reads and that the
+ * delete kept. The records are kept in DIR/deleted (rewritten whole at
+ * each delete: vids are never reused, so a record is never withdrawn,
+ * and deletes are rare) and a joining node learns a member's records
+ * (GET_DELETED) before it recovers anything. Recovery neither fetches
+ * such an object nor keeps a copy of it.
+ *
+ * The records are sorted by vid, each with its kept indexes sorted, under
+ * one mutex: recovery's fetchers look them up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "lock.h"
+#include "proto_util.h"
+#include "sheep_priv.h"
+
+#define DELETED_FILE "deleted"
+/* the most GET_DELETED may carry: a record per vid, hardly any kept index */
+#define DELETED_MAX_WIRE (16U << 20)
+
+struct del_rec {
+	uint32_t vid;
+	uint32_t nr_kept;
+	uint32_t *kept;
+};
+
+static struct del_rec *recs;
+static size_t nr_recs, cap_recs;
+static pthread_mutex_t del_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the record of vid, or where it would go (*pos); caller holds del_lock */
+static struct del_rec *find_rec(uint32_t vid, size_t *pos)
+{
+	size_t lo = 0, hi = nr_recs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (recs[mid].vid < vid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (pos)
+		*pos = lo;
+	return lo < nr_recs && recs[lo].vid == vid ? &recs[lo] : NULL;
+}
+
+/* insert a record (kept is taken over); caller holds del_lock. 0 or -ENOMEM */
+static int insert_rec(uint32_t vid, uint32_t nr_kept, uint32_t *kept)
+{
+	size_t pos;
+
+	if (find_rec(vid, &pos)) {
+		free(kept);
+		return 0;
+	}
+	if (nr_recs == cap_recs) {
+		size_t cap = cap_recs ? cap_recs * 2 : 64;
+		struct del_rec *n = realloc(recs, cap * sizeof(*n));
+
+		if (!n) {
+			free(kept);
+			return -ENOMEM;
+		}
+		recs = n;
+		cap_recs = cap;
+	}
+	memmove(&recs[pos + 1], &recs[pos], (nr_recs - pos) * sizeof(*recs));
+	recs[pos] = (struct del_rec){ vid, nr_kept, kept };
+	nr_recs++;
+	return 0;
+}
+
+/* the records packed as the wire and the file carry them; caller holds del_lock */
+static size_t packed_len(void)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < nr_recs; i++)
+		len += (2 + (size_t)recs[i].nr_kept) * sizeof(uint32_t);
+	return len;
+}
+
+static void pack(uint32_t *p)
+{
+	for (size_t i = 0; i < nr_recs; i++) {
+		*p++ = recs[i].vid;
+		*p++ = recs[i].nr_kept;
+		if (recs[i].nr_kept)
+			memcpy(p, recs[i].kept, recs[i].nr_kept * sizeof(uint32_t));
+		p += recs[i].nr_kept;
+	}
+}
+
+/* add the packed records of buf (len bytes); caller holds del_lock. 0, -EINVAL or -ENOMEM */
+static int unpack(const uint32_t *p, size_t len, int *nr_new)
+{
+	size_t n = len / sizeof(uint32_t), i = 0;
+	int ret = 0;
+
+	if (len % sizeof(uint32_t))
+		return -EINVAL;
+	while (i + 2 <= n && !ret) {
+		uint32_t vid = p[i], nr_kept = p[i + 1];
+		uint32_t *kept = NULL;
+
+		i += 2;
+		if (nr_kept > MAX_DATA_OBJS || nr_kept > n - i || !vid || vid >= SD_NR_VDIS)
+			return -EINVAL;
+		if (nr_kept) {
+			kept = malloc(nr_kept * sizeof(uint32_t));
+			if (!kept)
+				return -ENOMEM;
+			memcpy(kept, p + i, nr_kept * sizeof(uint32_t));
+		}
+		i += nr_kept;
+		if (!find_rec(vid, NULL) && nr_new)
+			(*nr_new)++;
+		ret = insert_rec(vid, nr_kept, kept);
+	}
+	return ret ? ret : i == n ? 0 : -EINVAL;
+}
+
+/* rewrite DIR/deleted; caller holds del_lock. 0 or -errno */
+static int save(void)
+{
+	size_t len = packed_len();
+	uint32_t *buf = malloc(len ? len : 1);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	pack(buf);
+	ret = group_write_file(DELETED_FILE, buf, len);
+	free(buf);
+	return ret;
+}
+
+int deleted_init(void)
+{
+	char path[4200];
+	struct stat st;
+	uint32_t *buf;
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "%s/" DELETED_FILE, sys.dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = sd_read_full(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (!ret) {
+		sd_mutex_lock(&del_lock);
+		ret = unpack(buf, (size_t)st.st_size, NULL);
+		sd_mutex_unlock(&del_lock);
+	}
+	free(buf);
+	if (ret)
+		sd_err("%s: %s", path,
+		       ret == -EINVAL ? "not a list of deleted vdis" : strerror(-ret));
+	else if (nr_recs)
+		sd_info("%zu deleted vdi(s) recorded", nr_recs);
+	return ret;
+}
+
+int deleted_add(uint32_t vid, const uint8_t *shared)
+{
+	uint32_t nr_kept = 0, *kept = NULL;
+	int ret;
+
+	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+		if (sd_vid_test(shared, i))
+			nr_kept++;
+	if (nr_kept) {
+		kept = malloc(nr_kept * sizeof(*kept));
+		if (!kept)
+			return -ENOMEM;
+		nr_kept = 0;
+		for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
+			if (sd_vid_test(shared, i))
+				kept[nr_kept++] = i;
+	}
+	sd_mutex_lock(&del_lock);
+	ret = insert_rec(vid, nr_kept, kept);
+	if (!ret)
+		ret = save();
+	sd_mutex_unlock(&del_lock);
+	return ret;
+}
+
+static bool is_kept(const struct del_rec *r, uint32_t idx)
+{
+	size_t lo = 0, hi = r->nr_kept;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->kept[mid] == idx)
+			return true;
+		if (r->kept[mid] < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+bool deleted_has(uint64_t oid)
+{
+	const struct del_rec *r;
+	bool ret = false;
+
+	/* the inode stays, nameless: it keeps the vid taken */
+	if (is_vdi_obj(oid))
+		return false;
+	sd_mutex_lock(&del_lock);
+	r = nr_recs ? find_rec(oid_to_vid(oid), NULL) : NULL;
+	if (r)
+		ret = is_vmstate_obj(oid) || !is_kept(r, oid_to_idx(oid));
+	sd_mutex_unlock(&del_lock);
+	return ret;
+}
+
+int deleted_op_get(struct request *req)
+{
+	int ret = SD_RES_SUCCESS;
+	size_t len;
+
+	sd_mutex_lock(&del_lock);
+	len = packed_len();
+	if (len > req->rq.data_length)
+		ret = SD_RES_BUFFER_SMALL;
+	else
+		pack(req->data);
+	sd_mutex_unlock(&del_lock);
+	req->rp.data_length = ret == SD_RES_SUCCESS ? (uint32_t)len : 0;
+	return ret;
+}
+
+int deleted_sync_from(const struct sd_node_id *nid)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_GET_DELETED };
+	uint32_t len = 1U << 16;
+	struct sd_rsp rsp;
+	void *buf = NULL;
+	int ret, nr_new = 0;
+
+	for (;;) {
+		free(buf);
+		buf = malloc(len);
+		if (!buf)
+			return SD_RES_NO_MEM;
+		rq.data_length = len;
+		if (peer_request(nid, &rq, NULL, buf, &rsp)) {
+			ret = SD_RES_EIO;
+			goto out_free;
+		}
+		if (rsp.result != SD_RES_BUFFER_SMALL || len >= DELETED_MAX_WIRE)
+			break;
+		len *= 4;
+	}
+	ret = (int)rsp.result;
+	if (ret != SD_RES_SUCCESS)
+		goto out_free;
+	sd_mutex_lock(&del_lock);
+	ret = unpack(buf, rsp.data_length, &nr_new);
+	if (!ret && nr_new)
+		ret = save();
+	sd_mutex_unlock(&del_lock);
+	if (ret) {
+		sd_err("cannot take the deleted vdis of the cluster: %s", strerror(-ret));
+		ret = ret == -EINVAL ? SD_RES_INVALID_PARMS : SD_RES_EIO;
+	} else {
+		sd_info("learned %d deleted vdi(s) from the cluster", nr_new);
+	}
+out_free:
+	free(buf);
+	return ret;
+}
