@@ -39,6 +39,10 @@ enum {
 	LOPT_BUFFER_SIZE,
 	LOPT_FORMAT,
 	LOPT_VERSION,
+	LOPT_HIST,
+	LOPT_ALL,
+	LOPT_QUEUES,
+	LOPT_VDI,
 };
 
 static const struct option long_options[] = {
@@ -54,6 +58,12 @@ static const struct option long_options[] = {
 	{ "buffer-size", required_argument, NULL, LOPT_BUFFER_SIZE },
 	{ "format", required_argument, NULL, LOPT_FORMAT },
 	{ "version", no_argument, NULL, LOPT_VERSION },
+	{ "watch", required_argument, NULL, 'w' },
+	{ "count", required_argument, NULL, 'n' },
+	{ "hist", required_argument, NULL, LOPT_HIST },
+	{ "all", no_argument, NULL, LOPT_ALL },
+	{ "queues", no_argument, NULL, LOPT_QUEUES },
+	{ "vdi", no_argument, NULL, LOPT_VDI },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -70,11 +80,17 @@ static const struct {
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
 	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },
+	{ OPT_WATCH, "-w, --watch SECONDS", "a report every SECONDS, over that interval" },
+	{ OPT_COUNT, "-n, --count N", "stop after N reports (with -w)" },
+	{ OPT_HIST, "--hist OP", "OP's latency distribution, with p50 and p99" },
+	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
+	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
+	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
 static unsigned int seen_opts;
-static char seen_name[8][32];
+static char seen_name[32][32];
 static char cur_spelling[32]; /* the option being parsed: "-c" or "--copies" */
 
 void collie_err(const char *fmt, ...)
@@ -223,6 +239,36 @@ static int parse_one(int c, const char *arg)
 		opts.format = arg;
 		mark_seen(OPT_FORMAT);
 		break;
+	case 'w':
+		if (sd_parse_uint(arg, 1, 86400, &v))
+			return collie_usage_err("invalid interval '%s' (1-86400 s)", arg);
+		opts.watch = (uint32_t)v;
+		mark_seen(OPT_WATCH);
+		break;
+	case 'n':
+		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
+			return collie_usage_err("invalid count '%s'", arg);
+		opts.count = (uint32_t)v;
+		mark_seen(OPT_COUNT);
+		break;
+	case LOPT_HIST:
+		if (!*arg)
+			return collie_usage_err("empty op name");
+		opts.hist = arg;
+		mark_seen(OPT_HIST);
+		break;
+	case LOPT_ALL:
+		opts.all = true;
+		mark_seen(OPT_ALL);
+		break;
+	case LOPT_QUEUES:
+		opts.queues = true;
+		mark_seen(OPT_QUEUES);
+		break;
+	case LOPT_VDI:
+		opts.vdi = true;
+		mark_seen(OPT_VDI);
+		break;
 	}
 	return EXIT_OK;
 }
@@ -249,7 +295,7 @@ static int parse_options(int argc, char **argv, char **words, int *nr_words, boo
 			continue;
 		}
 		longidx = -1;
-		c = getopt_long(argc, argv, "-:a:p:c:s:rh", long_options, &longidx);
+		c = getopt_long(argc, argv, "-:a:p:c:s:rhw:n:", long_options, &longidx);
 		if (c == -1)
 			break;
 		mid_cluster = optind == prev;

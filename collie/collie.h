@@ -49,6 +49,12 @@ struct collie_opts {
 	bool has_buffer_size;
 	uint64_t buffer_size;
 	const char *format;
+	uint32_t watch; /* node stat -w: seconds, 0: once, since start */
+	uint32_t count; /* node stat -n: reports, 0: no end */
+	const char *hist;
+	bool all;
+	bool queues;
+	bool vdi;
 };
 
 extern struct collie_opts opts;
@@ -62,6 +68,12 @@ extern struct collie_opts opts;
 #define OPT_DEPTH (1U << 5)
 #define OPT_BUFFER_SIZE (1U << 6)
 #define OPT_FORMAT (1U << 7)
+#define OPT_WATCH (1U << 8)
+#define OPT_COUNT (1U << 9)
+#define OPT_HIST (1U << 10)
+#define OPT_ALL (1U << 11)
+#define OPT_QUEUES (1U << 12)
+#define OPT_VDI (1U << 13)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.
@@ -89,6 +101,11 @@ extern const struct subcommand cluster_cmds[];
 extern const struct subcommand node_cmds[];
 extern const struct subcommand vdi_cmds[];
 extern const struct subcommand debug_cmds[];
+
+/* node.c: GET_NODE_LIST into a new array (free it): EXIT_OK or an exit code */
+int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx);
+/* node_stat.c: collie node stat */
+int node_stat(int argc, char **argv);
 
 /* errors: one line to stderr, "collie: ..." */
 void __printf(1, 2) collie_err(const char *fmt, ...);

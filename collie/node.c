@@ -8,7 +8,7 @@
 #include "collie.h"
 
 /* GET_NODE_LIST into a new array: EXIT_OK or an exit code */
-static int get_nodes(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
+int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -66,7 +66,7 @@ static int node_list(int argc, char **argv)
 	char addr[64];
 	int ret;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -105,7 +105,7 @@ static int node_info(int argc, char **argv)
 	uint64_t tot_size = 0, tot_used = 0, tot_avail = 0, tot_objs = 0;
 	int ret, failed = EXIT_OK;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -158,7 +158,7 @@ static int node_recovery(int argc, char **argv)
 	char addr[64];
 	int ret, failed = EXIT_OK;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -196,5 +196,8 @@ const struct subcommand node_cmds[] = {
 	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
 	{ "recovery", "", OPT_RAW, "show each node's recovery: epoch, state, objects fetched",
 	  node_recovery, NULL, 0, 0 },
+	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
+	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util",
+	  node_stat, NULL, 0, 0 },
 	{ NULL },
 };

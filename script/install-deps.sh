@@ -2,8 +2,9 @@
 # Install what building and testing need, from Debian 12's packages.
 # Run as root. Quiet unless something fails.
 set -e
-# python3 and iproute2 (ip, ss): functional tests use them
-PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2"
+# python3 and iproute2 (ip, ss): functional tests use them; prometheus (and its
+# promtool): the /metrics test scrapes a sheep with a real one
+PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2 prometheus"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
