@@ -161,6 +161,8 @@ static void print_sub_usage(const char *path, const struct subcommand *s)
 	printf("  %-22s %s\n", "-a, --address HOST", "daemon to talk to (default: localhost)");
 	printf("  %-22s %s\n", "-p, --port PORT", "its port (default: 7000)");
 	printf("  %-22s %s\n", "-h, --help", "show this help");
+	if (s->more)
+		printf("\n%s", s->more);
 }
 
 static int bit_index(unsigned int bit)

@@ -88,7 +88,8 @@ struct subcommand {
 	int (*fn)(int argc, char **argv);
 	const struct subcommand *sub;
 	int min_args;
-	int max_args; /* -1: no limit */
+	int max_args;	    /* -1: no limit */
+	const char *more; /* printed after the options by --help, or NULL */
 };
 
 struct command {

@@ -191,6 +191,22 @@ static int node_recovery(int argc, char **argv)
 	return failed;
 }
 
+static const char node_stat_help[] =
+	"Columns, per op and for the TOTAL row (since the daemon's start, or over\n"
+	"each -w interval):\n"
+	"  inflt      requests dispatched and not yet answered, now\n"
+	"  op/s       completions per second (errors included)\n"
+	"  MB/s       payload moved, both directions (MiB/s)\n"
+	"  svctm(us)  busy time per completion (iostat's svctm)\n"
+	"  await(us)  mean time from dispatch to reply, queue wait included;\n"
+	"             await well above svctm: requests queue\n"
+	"  %util      share of the time with at least one of the op in flight\n"
+	"\n"
+	"Example: a write that never completes shows at once as\n"
+	"  write           1       0.0     0.00        0.0        0.0  100.0\n"
+	"(one in flight, no completion, busy the whole interval); past the\n"
+	"daemon's --hang-threshold a 'hangs:' line follows and its log names it.\n";
+
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
 	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
@@ -198,6 +214,6 @@ const struct subcommand node_cmds[] = {
 	  node_recovery, NULL, 0, 0 },
 	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
 	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util",
-	  node_stat, NULL, 0, 0 },
+	  node_stat, NULL, 0, 0, node_stat_help },
 	{ NULL },
 };

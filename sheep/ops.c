@@ -104,6 +104,8 @@ static int op_stat_read(struct request *req)
 {
 	int n = stat_snapshot(req->data, req->rq.data_length, sd_now_ns());
 
+	if (n == -EOPNOTSUPP)
+		return SD_RES_NO_SUPPORT;
 	if (n < 0)
 		return SD_RES_BUFFER_SMALL;
 	req->rp.data_length = (uint32_t)n;

@@ -212,6 +212,7 @@ static bool is_client_obj_op(uint8_t opcode)
 	       opcode == SD_OP_CREATE_AND_WRITE_OBJ;
 }
 
+#ifdef STAT_ENABLED
 /* the request's statistics: one clock read at its end */
 static void request_count(struct request *req)
 {
@@ -227,14 +228,17 @@ static void request_count(struct request *req)
 		stat_vdi_count(oid_to_vid(req->rq.obj.oid), req->rq.opcode != SD_OP_READ_OBJ, bytes,
 			       now - req->start_ns);
 }
+#endif
 
 void request_done(struct request *req)
 {
 	struct client_info *ci = req->ci;
 	int result = req->rp.result;
 
+#ifdef STAT_ENABLED
 	if (req->stat.active)
 		request_count(req);
+#endif
 	if (ci->dead) {
 		free_request(req);
 		return;
@@ -430,9 +434,11 @@ static void client_rx(struct client_info *ci)
 		ci->refcnt++;
 		/* in flight from here: one clock read at its start */
 		req->start_ns = sd_now_ns();
+#ifdef STAT_ENABLED
 		/* a statistics reader does not count itself */
 		if (req->rq.opcode != SD_OP_STAT_READ)
 			stat_req_begin(&req->stat, req->rq.opcode, req->start_ns);
+#endif
 		dispatch(req);
 		bool stop = ci->dead || ci->close_after_tx;
 		if (!ci->dead && ci->nr_inflight >= MAX_INFLIGHT) {

@@ -410,6 +410,9 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now_ns)
 	size_t need = sizeof(*h) + (1 + (size_t)st.nr_ops) * sizeof(*ops);
 	int nr_queues;
 
+#ifndef STAT_ENABLED
+	return -EOPNOTSUPP; /* --disable-stats: nothing is counted */
+#endif
 	nr_queues = wq_info_all(info, SD_STAT_MAX_QUEUES);
 	need += nr_queues * sizeof(*queues) + st.nr_vdis * sizeof(*vdis);
 	if (need > len)

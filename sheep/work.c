@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 
+#include "config.h"
 #include "event.h"
 #include "logger.h"
 #include "util.h"
@@ -67,19 +68,21 @@ static void *worker_main(void *arg)
 {
 	struct work_queue *q = arg;
 	uint64_t one = 1;
-	int tid = (int)syscall(SYS_gettid);
-	bool ran = false;
+	int tid __unused = (int)syscall(SYS_gettid);
+	bool ran __unused = false;
 
 	for (;;) {
 		struct work *w;
 
 		pthread_mutex_lock(&q->lock);
+#ifdef STAT_ENABLED
 		/* the previous work is done: counted here, under the lock taken anyway */
 		if (ran) {
 			q->nr_running--;
 			q->nr_done++;
 			ran = false;
 		}
+#endif
 		while (list_empty(&q->pending) && !q->stopping)
 			pthread_cond_wait(&q->cond, &q->lock);
 		if (list_empty(&q->pending)) {
@@ -88,10 +91,12 @@ static void *worker_main(void *arg)
 		}
 		w = list_first_entry(&q->pending, struct work, node);
 		list_del(&w->node);
+#ifdef STAT_ENABLED
 		q->nr_queued--;
 		q->nr_running++;
 		ran = true;
 		__atomic_store_n(&w->tid, tid, __ATOMIC_RELAXED);
+#endif
 		pthread_mutex_unlock(&q->lock);
 
 		w->fn(w);
@@ -151,7 +156,9 @@ void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now_ns)
 	w->tid = 0;
 	pthread_mutex_lock(&q->lock);
 	list_add_tail(&w->node, &q->pending);
+#ifdef STAT_ENABLED
 	q->nr_queued++;
+#endif
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
