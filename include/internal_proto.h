@@ -183,7 +183,7 @@ struct sd_trace_status {
 #define SD_STAT_NR_BUCKETS 32 /* bucket 0: 0-1 us, bucket k: 2^k .. 2^(k+1)-1 us */
 #define SD_STAT_MAX_OPS 48
 #define SD_STAT_MAX_QUEUES 8
-#define SD_STAT_MAX_VDIS 32
+#define SD_STAT_MAX_VDIS 64
 
 struct sd_stat_header {
 	uint32_t version; /* SD_STAT_VERSION */

@@ -194,7 +194,7 @@ static char *render(size_t *len)
 
 	if (!snap)
 		return NULL;
-	if (stat_snapshot(snap, METRICS_SNAPSHOT_LEN, sd_now_ns()) < 0) {
+	if (stat_snapshot(snap, METRICS_SNAPSHOT_LEN, stat_clock()) < 0) {
 		free(snap);
 		return NULL;
 	}

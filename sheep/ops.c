@@ -102,7 +102,7 @@ static int op_trace(struct request *req)
 /* STAT_READ: the statistics' snapshot, on the main thread (their owner) */
 static int op_stat_read(struct request *req)
 {
-	int n = stat_snapshot(req->data, req->rq.data_length, sd_now_ns());
+	int n = stat_snapshot(req->data, req->rq.data_length, stat_clock());
 
 	if (n == -EOPNOTSUPP)
 		return SD_RES_NO_SUPPORT;

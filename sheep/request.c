@@ -216,7 +216,7 @@ static bool is_client_obj_op(uint8_t opcode)
 /* the request's statistics: one clock read at its end */
 static void request_count(struct request *req)
 {
-	uint64_t now = sd_now_ns(), bytes = 0;
+	uint64_t now = stat_clock(), bytes = 0;
 	bool ok = req->rp.result == SD_RES_SUCCESS;
 
 	if (req->rq.flags & SD_FLAG_CMD_WRITE)
@@ -226,7 +226,7 @@ static void request_count(struct request *req)
 	stat_req_end(&req->stat, now, bytes, !ok);
 	if (is_client_obj_op(req->rq.opcode) && ok)
 		stat_vdi_count(oid_to_vid(req->rq.obj.oid), req->rq.opcode != SD_OP_READ_OBJ, bytes,
-			       now - req->start_ns);
+			       now - req->start);
 }
 #endif
 
@@ -313,12 +313,12 @@ static void dispatch(struct request *req)
 	case OP_IO:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue_at(io_wq, &req->work, req->start_ns);
+		wq_queue_at(io_wq, &req->work, req->start);
 		break;
 	case OP_CLUSTER:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue_at(cluster_wq, &req->work, req->start_ns);
+		wq_queue_at(cluster_wq, &req->work, req->start);
 		break;
 	case OP_ORDERED:
 		ordered_submit(req);
@@ -326,12 +326,12 @@ static void dispatch(struct request *req)
 	case OP_PEER:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue_at(peer_wq, &req->work, req->start_ns);
+		wq_queue_at(peer_wq, &req->work, req->start);
 		break;
 	case OP_FETCH:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue_at(fetch_wq, &req->work, req->start_ns);
+		wq_queue_at(fetch_wq, &req->work, req->start);
 		break;
 	}
 }
@@ -433,11 +433,11 @@ static void client_rx(struct client_info *ci)
 		/* hold the connection: dispatch may answer and close it */
 		ci->refcnt++;
 		/* in flight from here: one clock read at its start */
-		req->start_ns = sd_now_ns();
+		req->start = stat_clock();
 #ifdef STAT_ENABLED
 		/* a statistics reader does not count itself */
 		if (req->rq.opcode != SD_OP_STAT_READ)
-			stat_req_begin(&req->stat, req->rq.opcode, req->start_ns);
+			stat_req_begin(&req->stat, req->rq.opcode, req->start);
 #endif
 		dispatch(req);
 		bool stop = ci->dead || ci->close_after_tx;

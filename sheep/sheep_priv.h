@@ -28,7 +28,7 @@ struct request {
 	struct client_info *ci;
 	struct work work;
 	struct list_node node; /* in the client's reply queue, or ordered.c's pending list */
-	uint64_t start_ns;     /* whole and dispatched: its await starts */
+	uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
 	struct stat_req stat; /* in flight for the statistics (stat.c) */
 	/* ordered ops (ordered.c) */
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */

@@ -1,12 +1,11 @@
 /*
- * Always-on request statistics (see stat.h for the model).
- *
- * The hot path is stat_op_begin/stat_op_end: a thread-local pointer, a
- * sequence count bumped around a handful of plain stores into the calling
- * thread's own cache-line aligned slot. Nothing is shared between writers,
- * so there is no lock and no atomic read-modify-write; the relaxed atomic
- * loads and stores below compile to ordinary moves and only keep the
- * compiler from tearing or caching what a reader on another thread copies.
+ * Always-on request statistics (see stat.h for the model): the readers,
+ * slots, calibration and the hang check. The hot path is inline in stat.h:
+ * a thread-local pointer, a sequence count bumped around a handful of
+ * plain stores into the calling thread's own cache-line aligned slot.
+ * Nothing is shared between writers, so there is no lock and no atomic
+ * read-modify-write; the relaxed atomic loads here compile to ordinary
+ * moves and keep the compiler from tearing what the owner writes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <sys/timerfd.h>
 
 #include "event.h"
@@ -26,58 +26,34 @@
 #define STAT_MAX_SLOTS 128
 #define STAT_NR_WORDS (sizeof(struct stat_counters) / sizeof(uint64_t))
 
-/* one op's counters in one thread's slot: only uint64_t, copied word by word */
-struct stat_counters {
-	uint64_t nr_started;
-	uint64_t nr_done;
-	uint64_t nr_errors;
-	uint64_t bytes;
-	uint64_t await_ns;
-	uint64_t busy_ns;    /* closed busy intervals */
-	uint64_t busy_since; /* start of the open one, while started > done */
-	uint64_t hist[SD_STAT_NR_BUCKETS];
-};
-
-struct stat_slot {
-	unsigned int seq; /* odd while the owner writes */
-	struct stat_counters op[SD_STAT_MAX_OPS];
-	struct stat_counters all; /* any op: busy time of the TOTAL row */
-} __attribute__((aligned(64)));
-
-struct stat_vdi_entry {
-	uint32_t vid;
-	uint64_t nr_reads, nr_writes, bytes, await_ns;
-};
-
 static struct {
 	struct stat_slot *slots[STAT_MAX_SLOTS];
 	int nr_slots;		   /* published with release: readers see whole slots */
 	pthread_mutex_t slot_lock; /* taken once per thread, at its first count */
-	uint8_t idx_of[256];
 	char names[SD_STAT_MAX_OPS][24];
 	uint8_t opcodes[SD_STAT_MAX_OPS];
 	int nr_ops;
-	uint64_t start_ns;
+	uint64_t start;	    /* clock at stat_init */
+	uint64_t tick_mult; /* ns per tick << 32 */
 	/* main thread only */
-	struct list_head inflight;
+	uint64_t threshold; /* ticks, 0: off */
 	uint64_t threshold_ns;
 	uint64_t nr_hangs;
 	stat_hang_fn report;
-	struct stat_vdi_entry vdis[SD_STAT_MAX_VDIS]; /* the last one: every VDI past the rest */
-	int nr_vdis;
 } st = {
 	.slot_lock = PTHREAD_MUTEX_INITIALIZER,
-	.inflight = LIST_HEAD_INIT(st.inflight),
+	.tick_mult = UINT64_C(1) << 32,
 };
 
-static __thread struct stat_slot *my_slot;
+__thread struct stat_slot *stat_my_slot;
+uint64_t stat_us_mult = (UINT64_C(1) << 32) / 1000 + 1;
+uint8_t stat_idx_of[256];
+LIST_HEAD(stat_inflight);
+struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-/* owner-only update: a load and a store, no read-modify-write */
-#define ADD(x, v) STORE(x, (x) + (v))
 
-static __attribute__((noinline)) struct stat_slot *new_slot(void)
+struct stat_slot *stat_slot_new(void)
 {
 	struct stat_slot *s = NULL;
 
@@ -90,71 +66,47 @@ static __attribute__((noinline)) struct stat_slot *new_slot(void)
 		s = NULL;
 	}
 	pthread_mutex_unlock(&st.slot_lock);
+	stat_my_slot = s;
 	return s;
 }
 
-static inline struct stat_slot *get_slot(void)
+void stat_clock_set_scale(uint64_t ns_per_tick_32)
 {
-	if (unlikely(!my_slot))
-		my_slot = new_slot();
-	return my_slot;
+	st.tick_mult = ns_per_tick_32 ? ns_per_tick_32 : 1;
+	/* rounded up: a bucket edge never reads as the bucket below */
+	stat_us_mult = st.tick_mult / 1000 + 1;
+	st.threshold = st.threshold_ns ? max_t(uint64_t, stat_clock_ticks(st.threshold_ns), 1) : 0;
 }
 
-static inline void write_begin(struct stat_slot *s)
+uint64_t stat_clock_ns(uint64_t ticks)
 {
-	STORE(s->seq, s->seq + 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return (uint64_t)(((unsigned __int128)ticks * st.tick_mult) >> 32);
 }
 
-static inline void write_end(struct stat_slot *s)
+uint64_t stat_clock_ticks(uint64_t ns)
 {
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+	unsigned __int128 t = ((unsigned __int128)ns << 32) / st.tick_mult;
+
+	return t > UINT64_MAX ? UINT64_MAX : (uint64_t)t;
 }
 
-static inline void busy_enter(struct stat_counters *c, uint64_t now)
+/* the TSC against CLOCK_MONOTONIC over 20 ms, as the tracer does */
+static void calibrate(void)
 {
-	if (c->nr_started == c->nr_done)
-		STORE(c->busy_since, now);
-	STORE(c->nr_started, c->nr_started + 1);
-}
+#if defined(__x86_64__)
+	struct timespec req = { 0, 20 * 1000 * 1000 };
+	uint64_t t0, n0, t1, n1;
 
-static inline void busy_leave(struct stat_counters *c, uint64_t now)
-{
-	STORE(c->nr_done, c->nr_done + 1);
-	if (c->nr_started == c->nr_done && now > c->busy_since)
-		ADD(c->busy_ns, now - c->busy_since);
-}
-
-void stat_op_begin(int idx, uint64_t now_ns)
-{
-	struct stat_slot *s = get_slot();
-
-	if (unlikely(!s))
-		return;
-	write_begin(s);
-	busy_enter(&s->op[idx], now_ns);
-	busy_enter(&s->all, now_ns);
-	write_end(s);
-}
-
-void stat_op_end(int idx, uint64_t begin_ns, uint64_t now_ns, uint64_t bytes, bool error)
-{
-	struct stat_slot *s = get_slot();
-	struct stat_counters *c;
-	uint64_t await = now_ns > begin_ns ? now_ns - begin_ns : 0;
-
-	if (unlikely(!s))
-		return;
-	c = &s->op[idx];
-	write_begin(s);
-	busy_leave(c, now_ns);
-	busy_leave(&s->all, now_ns);
-	if (error)
-		ADD(c->nr_errors, 1);
-	ADD(c->bytes, bytes);
-	ADD(c->await_ns, await);
-	ADD(c->hist[stat_bucket(await)], 1);
-	write_end(s);
+	n0 = sd_now_ns();
+	t0 = stat_clock();
+	nanosleep(&req, NULL);
+	n1 = sd_now_ns();
+	t1 = stat_clock();
+	if (t1 > t0 && n1 > n0)
+		stat_clock_set_scale((uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0)));
+#else
+	stat_clock_set_scale(UINT64_C(1) << 32);
+#endif
 }
 
 /* a consistent copy of one slot's counters of op idx (-1: the all-ops ones) */
@@ -185,21 +137,21 @@ static void merge(int idx, struct sd_stat_op *out, uint64_t now)
 
 		copy_counters(st.slots[i], idx, &c);
 		inflight = c.nr_started - c.nr_done;
-		busy = c.busy_ns;
+		busy = c.busy;
 		if (inflight && now > c.busy_since)
 			busy += now - c.busy_since;
 		out->nr_inflight += inflight;
 		out->nr_done += c.nr_done;
 		out->nr_errors += c.nr_errors;
 		out->bytes += c.bytes;
-		out->await_ns += c.await_ns;
-		out->busy_ns = max_t(uint64_t, out->busy_ns, busy);
+		out->await_ns += stat_clock_ns(c.await);
+		out->busy_ns = max_t(uint64_t, out->busy_ns, stat_clock_ns(busy));
 		for (int b = 0; b < SD_STAT_NR_BUCKETS; b++)
 			out->hist[b] += c.hist[b];
 	}
 }
 
-int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uint64_t now_ns)
+int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uint64_t now)
 {
 	int n = min_t(int, max, st.nr_ops);
 
@@ -207,12 +159,12 @@ int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uin
 		memset(&out[i], 0, sizeof(out[i]));
 		memcpy(out[i].name, st.names[i], sizeof(out[i].name));
 		out[i].opcode = st.opcodes[i];
-		merge(i, &out[i], now_ns);
+		merge(i, &out[i], now);
 	}
 	if (total) {
 		memset(total, 0, sizeof(*total));
 		snprintf(total->name, sizeof(total->name), "TOTAL");
-		merge(-1, total, now_ns);
+		merge(-1, total, now);
 		/* the any-op counters carry no per-op sums: add those up */
 		total->nr_errors = total->bytes = total->await_ns = 0;
 		memset(total->hist, 0, sizeof(total->hist));
@@ -232,8 +184,8 @@ int stat_register_op(uint8_t opcode, const char *name)
 	int i = st.nr_ops;
 	size_t len;
 
-	if (st.idx_of[opcode])
-		return st.idx_of[opcode];
+	if (stat_idx_of[opcode])
+		return stat_idx_of[opcode];
 	if (i >= SD_STAT_MAX_OPS)
 		return -ENOSPC;
 	/* a short lower-case name: "WRITE_OBJ" -> "write", "READ_PEER" -> "read_peer" */
@@ -244,104 +196,57 @@ int stat_register_op(uint8_t opcode, const char *name)
 	if (len > 4 && !strcmp(st.names[i] + len - 4, "_obj"))
 		st.names[i][len - 4] = '\0';
 	st.opcodes[i] = opcode;
-	st.idx_of[opcode] = (uint8_t)i;
+	stat_idx_of[opcode] = (uint8_t)i;
 	st.nr_ops++;
 	return i;
 }
 
-int stat_op_idx(uint8_t opcode)
-{
-	return st.idx_of[opcode];
-}
-
 int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 {
-	st.start_ns = sd_now_ns();
 	st.threshold_ns = threshold_ns;
+	calibrate();
+	st.start = stat_clock();
 	st.report = report;
 	st.nr_ops = 0;
-	memset(st.idx_of, 0, sizeof(st.idx_of));
+	memset(stat_idx_of, 0, sizeof(stat_idx_of));
 	if (stat_register_op(0, "invalid") != STAT_IDX_INVALID)
 		return -EINVAL;
-	st.idx_of[0] = STAT_IDX_INVALID;
-	return get_slot() ? 0 : -ENOMEM;
-}
-
-void stat_req_begin(struct stat_req *sr, uint8_t opcode, uint64_t now_ns)
-{
-	sr->idx = st.idx_of[opcode];
-	sr->begin_ns = now_ns;
-	sr->active = true;
-	sr->hung = false;
-	list_add_tail(&sr->node, &st.inflight);
-	stat_op_begin(sr->idx, now_ns);
-}
-
-void stat_req_end(struct stat_req *sr, uint64_t now_ns, uint64_t bytes, bool error)
-{
-	if (!sr->active)
-		return;
-	sr->active = false;
-	list_del(&sr->node);
-	stat_op_end(sr->idx, sr->begin_ns, now_ns, bytes, error);
-}
-
-void stat_vdi_count(uint32_t vid, bool is_write, uint64_t bytes, uint64_t await_ns)
-{
-	struct stat_vdi_entry *e = NULL;
-
-	for (int i = 0; i < st.nr_vdis; i++)
-		if (st.vdis[i].vid == vid) {
-			e = &st.vdis[i];
-			break;
-		}
-	if (!e) {
-		/* the last entry (vid 0) gathers every VDI that finds the table full */
-		if (st.nr_vdis < SD_STAT_MAX_VDIS - 1) {
-			e = &st.vdis[st.nr_vdis++];
-			e->vid = vid;
-		} else {
-			e = &st.vdis[SD_STAT_MAX_VDIS - 1];
-			e->vid = 0;
-			st.nr_vdis = SD_STAT_MAX_VDIS;
-		}
-	}
-	if (is_write)
-		e->nr_writes++;
-	else
-		e->nr_reads++;
-	e->bytes += bytes;
-	e->await_ns += await_ns;
+	stat_idx_of[0] = STAT_IDX_INVALID;
+	return stat_my_slot || stat_slot_new() ? 0 : -ENOMEM;
 }
 
 int stat_read_vdis(struct sd_stat_vdi *out, int max)
 {
-	int n = min_t(int, max, st.nr_vdis);
+	int n = 0;
 
-	for (int i = 0; i < n; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		out[i].vid = st.vdis[i].vid;
-		out[i].nr_reads = st.vdis[i].nr_reads;
-		out[i].nr_writes = st.vdis[i].nr_writes;
-		out[i].bytes = st.vdis[i].bytes;
-		out[i].await_ns = st.vdis[i].await_ns;
+	for (int i = 0; i <= STAT_VDI_SLOTS && n < max; i++) {
+		const struct stat_vdi_entry *e = &stat_vdis[i];
+
+		if (!e->nr_reads && !e->nr_writes)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].vid = i == STAT_VDI_SLOTS ? 0 : e->vid;
+		out[n].nr_reads = e->nr_reads;
+		out[n].nr_writes = e->nr_writes;
+		out[n].bytes = e->bytes;
+		out[n].await_ns = stat_clock_ns(e->await);
+		n++;
 	}
 	return n;
 }
 
-int stat_check_hangs(uint64_t now_ns)
+int stat_check_hangs(uint64_t now)
 {
 	struct stat_req *sr;
 	int nr = 0;
 
-	if (!st.threshold_ns)
+	if (!st.threshold)
 		return 0;
 	/* in start order: stop at the first one younger than the threshold */
-	list_for_each_entry(sr, &st.inflight, node)
-	{
-		uint64_t age = now_ns > sr->begin_ns ? now_ns - sr->begin_ns : 0;
+	list_for_each_entry(sr, &stat_inflight, node) {
+		uint64_t age = now > sr->begin ? now - sr->begin : 0;
 
-		if (age < st.threshold_ns)
+		if (age < st.threshold)
 			break;
 		nr++;
 		if (sr->hung)
@@ -349,7 +254,7 @@ int stat_check_hangs(uint64_t now_ns)
 		sr->hung = true;
 		st.nr_hangs++;
 		if (st.report)
-			st.report(sr, age);
+			st.report(sr, stat_clock_ns(age));
 	}
 	return nr;
 }
@@ -359,17 +264,12 @@ uint64_t stat_nr_hangs(void)
 	return st.nr_hangs;
 }
 
-uint64_t stat_hang_threshold_ns(void)
-{
-	return st.threshold_ns;
-}
-
 static void hang_timer_handler(int fd, uint32_t events, void *data)
 {
 	uint64_t expirations;
 
 	(void)!read(fd, &expirations, sizeof(expirations));
-	stat_check_hangs(sd_now_ns());
+	stat_check_hangs(stat_clock());
 }
 
 int stat_start_hang_timer(void)
@@ -379,7 +279,7 @@ int stat_start_hang_timer(void)
 	struct itimerspec its = { 0 };
 	int fd, ret;
 
-	if (!st.threshold_ns)
+	if (!st.threshold)
 		return 0;
 	period = max_t(uint64_t, period, 100000000ULL);
 	period = min_t(uint64_t, period, 1000000000ULL);
@@ -400,7 +300,7 @@ int stat_start_hang_timer(void)
 	return ret;
 }
 
-int stat_snapshot(void *buf, uint32_t len, uint64_t now_ns)
+int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 {
 	struct sd_stat_header *h = buf;
 	struct sd_stat_op *ops;
@@ -414,18 +314,18 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now_ns)
 	return -EOPNOTSUPP; /* --disable-stats: nothing is counted */
 #endif
 	nr_queues = wq_info_all(info, SD_STAT_MAX_QUEUES);
-	need += nr_queues * sizeof(*queues) + st.nr_vdis * sizeof(*vdis);
+	need += nr_queues * sizeof(*queues) + SD_STAT_MAX_VDIS * sizeof(*vdis);
 	if (need > len)
 		return -ENOSPC;
 	memset(buf, 0, need);
 	h->version = SD_STAT_VERSION;
-	h->now_ns = now_ns;
-	h->uptime_ns = now_ns - st.start_ns;
+	h->now_ns = stat_clock_ns(now);
+	h->uptime_ns = stat_clock_ns(now - st.start);
 	h->hang_threshold_ns = st.threshold_ns;
 	h->nr_hangs = st.nr_hangs;
-	h->nr_hung = (uint32_t)stat_check_hangs(now_ns);
+	h->nr_hung = (uint32_t)stat_check_hangs(now);
 	ops = (struct sd_stat_op *)(h + 1);
-	h->nr_ops = (uint32_t)stat_read_ops(ops + 1, st.nr_ops, ops, now_ns);
+	h->nr_ops = (uint32_t)stat_read_ops(ops + 1, st.nr_ops, ops, now);
 	h->nr_hangs = st.nr_hangs;
 	queues = (struct sd_stat_queue *)(ops + 1 + h->nr_ops);
 	for (int i = 0; i < nr_queues; i++) {
@@ -434,11 +334,11 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now_ns)
 		queues[i].nr_queued = (uint32_t)info[i].nr_queued;
 		queues[i].nr_running = (uint32_t)info[i].nr_running;
 		queues[i].nr_done = info[i].nr_done;
-		if (info[i].oldest_queued_ns && now_ns > info[i].oldest_queued_ns)
-			queues[i].longest_wait_ns = now_ns - info[i].oldest_queued_ns;
+		if (info[i].oldest_queued && now > info[i].oldest_queued)
+			queues[i].longest_wait_ns = stat_clock_ns(now - info[i].oldest_queued);
 	}
 	h->nr_queues = (uint32_t)nr_queues;
 	vdis = (struct sd_stat_vdi *)(queues + nr_queues);
-	h->nr_vdis = (uint32_t)stat_read_vdis(vdis, st.nr_vdis);
-	return (int)need;
+	h->nr_vdis = (uint32_t)stat_read_vdis(vdis, SD_STAT_MAX_VDIS);
+	return (int)((char *)(vdis + h->nr_vdis) - (char *)buf);
 }

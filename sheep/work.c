@@ -15,6 +15,7 @@
 #include "config.h"
 #include "event.h"
 #include "logger.h"
+#include "stat.h"
 #include "util.h"
 #include "work.h"
 
@@ -147,12 +148,12 @@ struct work_queue *wq_create(const char *name, int nr_threads)
 
 void wq_queue(struct work_queue *q, struct work *w)
 {
-	wq_queue_at(q, w, sd_now_ns());
+	wq_queue_at(q, w, stat_clock());
 }
 
-void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now_ns)
+void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 {
-	w->queued_ns = now_ns;
+	w->queued = now;
 	w->tid = 0;
 	pthread_mutex_lock(&q->lock);
 	list_add_tail(&w->node, &q->pending);
@@ -174,11 +175,11 @@ int wq_info_all(struct wq_info *out, int max)
 		out[n].nr_queued = q->nr_queued;
 		out[n].nr_running = q->nr_running;
 		out[n].nr_done = q->nr_done;
-		out[n].oldest_queued_ns = 0;
+		out[n].oldest_queued = 0;
 		if (!list_empty(&q->pending)) {
 			struct work *w = list_first_entry(&q->pending, struct work, node);
 
-			out[n].oldest_queued_ns = w->queued_ns;
+			out[n].oldest_queued = w->queued;
 		}
 		pthread_mutex_unlock(&q->lock);
 	}

@@ -17,7 +17,7 @@ struct work {
 	struct list_node node;
 	work_fn fn;	    /* on a worker thread */
 	work_fn done;	    /* on the main thread */
-	uint64_t queued_ns; /* when queued */
+	uint64_t queued;	    /* stat_clock() when queued */
 	int tid;	    /* the worker running fn, once it runs (read with __atomic) */
 };
 
@@ -28,8 +28,8 @@ int wq_init(void);
 /* A queue of nr_threads threads named "name N". NULL on failure. */
 struct work_queue *wq_create(const char *name, int nr_threads);
 void wq_queue(struct work_queue *q, struct work *w);
-/* the same, with the caller's clock reading of now (it already had one) */
-void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now_ns);
+/* the same, with the caller's stat_clock() reading of now (it already had one) */
+void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now);
 /* a queue's state, for the statistics */
 struct wq_info {
 	const char *name;
@@ -37,7 +37,7 @@ struct wq_info {
 	int nr_queued;
 	int nr_running; /* picked, not yet handed to the main thread */
 	uint64_t nr_done;
-	uint64_t oldest_queued_ns; /* queued_ns of the oldest waiting work, 0 if none */
+	uint64_t oldest_queued; /* queued of the oldest waiting work, 0 if none */
 };
 /* every queue into out (up to max), newest first; how many */
 int wq_info_all(struct wq_info *out, int max);
