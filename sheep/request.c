@@ -482,6 +482,7 @@ void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
 	char client[INET6_ADDRSTRLEN + 8] = "gone", addr[INET6_ADDRSTRLEN] = "?", oid[32] = "";
+	char worker[48] = "no worker (main thread or still queued)";
 	int tid = __atomic_load_n(&req->work.tid, __ATOMIC_RELAXED);
 
 	if (!req->ci->dead && !getpeername(req->ci->fd, (struct sockaddr *)&ss, &sslen)) {
@@ -497,10 +498,11 @@ void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 	}
 	if (has_oid(req->rq.opcode))
 		snprintf(oid, sizeof(oid), " oid %016" PRIx64, req->rq.obj.oid);
-	sd_warn("hang: %s (0x%02x)%s in flight for %" PRIu64 " ms, id %" PRIu32
-		", client %s, worker tid %d",
+	if (tid)
+		snprintf(worker, sizeof(worker), "worker tid %d", tid);
+	sd_warn("hang: %s (0x%02x)%s in flight for %" PRIu64 " ms, id %" PRIu32 ", client %s, %s",
 		req->op ? req->op->name : "request", req->rq.opcode, oid, age_ns / 1000000,
-		req->rq.id, client, tid);
+		req->rq.id, client, worker);
 }
 
 static void listen_handler(int listen_fd, uint32_t events, void *data)
