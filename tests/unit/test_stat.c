@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sheep_priv.h"
 #include "stat.h"
 #include "util.h"
 
@@ -363,6 +364,44 @@ START_TEST(test_snapshot)
 }
 END_TEST
 
+struct parse_case {
+	const char *arg;
+	int ret;
+	const char *addr;
+	int port;
+};
+
+static const struct parse_case parse_cases[] = {
+	{ "9100", 0, "127.0.0.1", 9100 },
+	{ "0.0.0.0:9100", 0, "0.0.0.0", 9100 },
+	{ "127.0.0.2:1", 0, "127.0.0.2", 1 },
+	{ "[::1]:65535", 0, "::1", 65535 },
+	{ "localhost:80", 0, "localhost", 80 },
+	{ "0", -EINVAL, NULL, 0 },
+	{ "65536", -EINVAL, NULL, 0 },
+	{ "x", -EINVAL, NULL, 0 },
+	{ "", -EINVAL, NULL, 0 },
+	{ ":9100", -EINVAL, NULL, 0 },
+	{ "127.0.0.1:", -EINVAL, NULL, 0 },
+	{ "host:-1", -EINVAL, NULL, 0 },
+};
+
+/* sheep --metrics [ADDR:]PORT */
+START_TEST(test_metrics_parse)
+{
+	const struct parse_case *c = &parse_cases[_i];
+	char addr[64] = "";
+	int port = 0;
+
+	ck_assert_int_eq(metrics_parse(c->arg, addr, sizeof(addr), &port), c->ret);
+	ck_assert_int_eq(metrics_parse(c->arg, NULL, 0, NULL), c->ret);
+	if (c->ret)
+		return;
+	ck_assert_str_eq(addr, c->addr);
+	ck_assert_int_eq(port, c->port);
+}
+END_TEST
+
 static Suite *stat_suite(void)
 {
 	Suite *s = suite_create("stat");
@@ -382,6 +421,10 @@ static Suite *stat_suite(void)
 	tc = tcase_create("threads");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_threads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("metrics");
+	tcase_add_loop_test(tc, test_metrics_parse, 0, ARRAY_SIZE(parse_cases));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("hangs");
