@@ -12,6 +12,10 @@
  *   await(us)  mean time from dispatch to reply: queue plus service
  *   %util      share of the interval with at least one of the op in flight
  *
+ * --queues: per work queue its threads, works queued and running, works
+ * done, the oldest queued work's wait, then the requests of the ops it runs
+ * (in flight, op/s, await).
+ *
  * A request that never ends keeps its op busy: inflt 1, 0 op/s, 100% util.
  */
 #include <stdio.h>
@@ -94,6 +98,14 @@ static const struct sd_stat_op *prev_op(const struct snap *prev, const struct sd
 
 #define DELTA(cur, prev, f) ((cur)->f - ((prev) ? (prev)->f : 0))
 
+/* seconds between the two snapshots (the first one: the daemon's start) */
+static double interval(const struct target *t)
+{
+	uint64_t from = t->prev ? t->prev->h->now_ns : t->cur->h->now_ns - t->cur->h->uptime_ns;
+
+	return (t->cur->h->now_ns - from) / 1e9;
+}
+
 static void print_header(bool all)
 {
 	if (opts.raw)
@@ -133,8 +145,7 @@ static void print_row(const char *label, const struct sd_stat_op *op, const stru
 static void print_ops(const struct target *t, bool all)
 {
 	const struct snap *cur = t->cur, *prev = t->prev;
-	double secs =
-	    (cur->h->now_ns - (prev ? prev->h->now_ns : cur->h->now_ns - cur->h->uptime_ns)) / 1e9;
+	double secs = interval(t);
 	const char *label = all ? t->label : "";
 
 	for (uint32_t i = 0; i < cur->h->nr_ops; i++) {
@@ -154,25 +165,33 @@ static void print_ops(const struct target *t, bool all)
 static void print_queues(const struct target *t, bool all)
 {
 	const struct snap *cur = t->cur, *prev = t->prev;
+	double secs = interval(t);
 
 	for (uint32_t i = 0; i < cur->h->nr_queues; i++) {
-		const struct sd_stat_queue *q = &cur->queues[i];
-		uint64_t done = q->nr_done;
+		const struct sd_stat_queue *q = &cur->queues[i], *p = NULL;
 
 		if (prev && i < prev->h->nr_queues && !strcmp(prev->queues[i].name, q->name))
-			done -= prev->queues[i].nr_done;
+			p = &prev->queues[i];
+		uint64_t done = DELTA(q, p, nr_done), reqs = DELTA(q, p, nr_reqs);
+		double rps = secs > 0 ? reqs / secs : 0;
+		double await = reqs ? DELTA(q, p, await_ns) / 1000.0 / reqs : 0;
+
 		if (opts.raw) {
-			printf("%s%s%s %u %u %u %llu %llu\n", all ? t->label : "", all ? " " : "",
-			       q->name, q->nr_threads, q->nr_queued, q->nr_running,
-			       (unsigned long long)done,
-			       (unsigned long long)(q->longest_wait_ns / 1000));
+			printf("%s%s%s %u %u %u %llu %llu %llu %llu %llu %llu %.1f\n",
+			       all ? t->label : "", all ? " " : "", q->name, q->nr_threads,
+			       q->nr_queued, q->nr_running, (unsigned long long)done,
+			       (unsigned long long)(q->longest_wait_ns / 1000),
+			       (unsigned long long)q->nr_inflight, (unsigned long long)reqs,
+			       (unsigned long long)DELTA(q, p, nr_errors),
+			       (unsigned long long)DELTA(q, p, bytes), await);
 			continue;
 		}
 		if (all)
 			printf("%-5s ", t->label);
-		printf("%-10s %7u %7u %7u %10llu %12llu\n", q->name, q->nr_threads, q->nr_queued,
-		       q->nr_running, (unsigned long long)done,
-		       (unsigned long long)(q->longest_wait_ns / 1000));
+		printf("%-10s %7u %7u %7u %10llu %10llu %6llu %9.1f %10.1f\n", q->name,
+		       q->nr_threads, q->nr_queued, q->nr_running, (unsigned long long)done,
+		       (unsigned long long)(q->longest_wait_ns / 1000),
+		       (unsigned long long)q->nr_inflight, rps, await);
 	}
 }
 
@@ -312,8 +331,8 @@ static int report(struct target *targets, int nr)
 	if (opts.queues && !opts.raw) {
 		if (all)
 			printf("%-5s ", "node");
-		printf("%-10s %7s %7s %7s %10s %12s\n", "queue", "threads", "queued", "running",
-		       "done", "wait(us)");
+		printf("%-10s %7s %7s %7s %10s %10s %6s %9s %10s\n", "queue", "threads", "queued",
+		       "running", "done", "wait(us)", "inflt", "op/s", "await(us)");
 	} else if (opts.vdi && !opts.raw) {
 		if (all)
 			printf("%-5s ", "node");

@@ -212,14 +212,26 @@ struct sd_stat_op {
 	uint64_t hist[SD_STAT_NR_BUCKETS]; /* completions by await, log2 of microseconds */
 };
 
+/*
+ * A work queue: its workers, and the requests of the ops that run on it
+ * (the sums of their sd_stat_op rows; busy_ns is the largest of theirs,
+ * so a lower bound of the time with any of them in flight).
+ */
 struct sd_stat_queue {
 	char name[16];
 	uint32_t nr_threads;
 	uint32_t nr_queued;
 	uint32_t nr_running;
 	uint32_t pad;
-	uint64_t nr_done;
+	uint64_t nr_done;	  /* works finished, the daemon's own included */
 	uint64_t longest_wait_ns; /* the oldest queued work's wait so far */
+	uint64_t nr_inflight;	  /* requests */
+	uint64_t nr_reqs;	  /* requests completed */
+	uint64_t nr_errors;
+	uint64_t bytes;
+	uint64_t await_ns;
+	uint64_t busy_ns;
+	uint64_t hist[SD_STAT_NR_BUCKETS];
 };
 
 /* a VDI's client object I/O through this gateway (vid 0: the VDIs past the table) */
@@ -236,7 +248,7 @@ _Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");
 _Static_assert(sizeof(struct sd_node) == 40, "node layout");
 _Static_assert(sizeof(struct sd_stat_header) == 56, "stat header layout");
 _Static_assert(sizeof(struct sd_stat_op) == 336, "stat op layout");
-_Static_assert(sizeof(struct sd_stat_queue) == 48, "stat queue layout");
+_Static_assert(sizeof(struct sd_stat_queue) == 352, "stat queue layout");
 _Static_assert(sizeof(struct sd_stat_vdi) == 40, "stat vdi layout");
 
 #endif

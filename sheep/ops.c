@@ -201,10 +201,28 @@ static const struct sd_op_template ops[] = {
 #endif
 };
 
+/* the work queue each type of op runs on (sheep.c names them) */
+static const char *op_queue(enum op_type type)
+{
+	switch (type) {
+	case OP_IO:
+		return "io";
+	case OP_CLUSTER:
+	case OP_ORDERED:
+		return "cluster";
+	case OP_PEER:
+		return "peer";
+	case OP_FETCH:
+		return "fetch";
+	default:
+		return NULL;
+	}
+}
+
 void ops_register_stats(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
-		if (stat_register_op(ops[i].opcode, ops[i].name) < 0)
+		if (stat_register_op(ops[i].opcode, ops[i].name, op_queue(ops[i].type)) < 0)
 			sd_warn("no statistics slot for %s", ops[i].name);
 }
 

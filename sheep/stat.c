@@ -32,6 +32,7 @@ static struct {
 	pthread_mutex_t slot_lock; /* taken once per thread, at its first count */
 	char names[SD_STAT_MAX_OPS][24];
 	uint8_t opcodes[SD_STAT_MAX_OPS];
+	const char *queues[SD_STAT_MAX_OPS]; /* the work queue of each op, or NULL */
 	int nr_ops;
 	uint64_t start;	    /* clock at stat_init */
 	uint64_t tick_mult; /* ns per tick << 32 */
@@ -179,7 +180,7 @@ int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uin
 	return n;
 }
 
-int stat_register_op(uint8_t opcode, const char *name)
+int stat_register_op(uint8_t opcode, const char *name, const char *queue)
 {
 	int i = st.nr_ops;
 	size_t len;
@@ -196,6 +197,7 @@ int stat_register_op(uint8_t opcode, const char *name)
 	if (len > 4 && !strcmp(st.names[i] + len - 4, "_obj"))
 		st.names[i][len - 4] = '\0';
 	st.opcodes[i] = opcode;
+	st.queues[i] = queue;
 	stat_idx_of[opcode] = (uint8_t)i;
 	st.nr_ops++;
 	return i;
@@ -209,7 +211,7 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 	st.report = report;
 	st.nr_ops = 0;
 	memset(stat_idx_of, 0, sizeof(stat_idx_of));
-	if (stat_register_op(0, "invalid") != STAT_IDX_INVALID)
+	if (stat_register_op(0, "invalid", NULL) != STAT_IDX_INVALID)
 		return -EINVAL;
 	stat_idx_of[0] = STAT_IDX_INVALID;
 	return stat_my_slot || stat_slot_new() ? 0 : -ENOMEM;
@@ -300,6 +302,23 @@ int stat_start_hang_timer(void)
 	return ret;
 }
 
+/* add up the rows of the ops that run on queue q */
+static void queue_requests(struct sd_stat_queue *q, const struct sd_stat_op *ops, int nr)
+{
+	for (int i = 0; i < nr; i++) {
+		if (!st.queues[i] || strcmp(st.queues[i], q->name))
+			continue;
+		q->nr_inflight += ops[i].nr_inflight;
+		q->nr_reqs += ops[i].nr_done;
+		q->nr_errors += ops[i].nr_errors;
+		q->bytes += ops[i].bytes;
+		q->await_ns += ops[i].await_ns;
+		q->busy_ns = max_t(uint64_t, q->busy_ns, ops[i].busy_ns);
+		for (int b = 0; b < SD_STAT_NR_BUCKETS; b++)
+			q->hist[b] += ops[i].hist[b];
+	}
+}
+
 int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 {
 	struct sd_stat_header *h = buf;
@@ -334,6 +353,7 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 		queues[i].nr_queued = (uint32_t)info[i].nr_queued;
 		queues[i].nr_running = (uint32_t)info[i].nr_running;
 		queues[i].nr_done = info[i].nr_done;
+		queue_requests(&queues[i], ops + 1, (int)h->nr_ops);
 		if (info[i].oldest_queued && now > info[i].oldest_queued)
 			queues[i].longest_wait_ns = stat_clock_ns(now - info[i].oldest_queued);
 	}

@@ -103,8 +103,11 @@ typedef void (*stat_hang_fn)(struct stat_req *sr, uint64_t age_ns);
  * (20 ms). threshold_ns 0: no hang detection. 0 or -errno.
  */
 int stat_init(uint64_t threshold_ns, stat_hang_fn report);
-/* an opcode gets its own slot and a short name; -ENOSPC when the table is full */
-int stat_register_op(uint8_t opcode, const char *name);
+/*
+ * An opcode gets its own slot and a short name; queue names the work queue
+ * that runs it (NULL: none). The slot, or -ENOSPC when the table is full.
+ */
+int stat_register_op(uint8_t opcode, const char *name, const char *queue);
 /* the slot of an opcode (STAT_IDX_INVALID when not registered) */
 extern uint8_t stat_idx_of[256];
 static inline int stat_op_idx(uint8_t opcode)

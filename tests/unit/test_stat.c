@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "event.h"
 #include "sheep_priv.h"
 #include "stat.h"
 #include "util.h"
@@ -37,9 +38,9 @@ static void setup(uint64_t threshold)
 	ck_assert_int_eq(stat_init(threshold, report), 0);
 	/* the tests' clock ticks are nanoseconds */
 	stat_clock_set_scale(UINT64_C(1) << 32);
-	ck_assert_int_eq(stat_register_op(0x02, "READ_OBJ"), 1);
-	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ"), 2);
-	ck_assert_int_eq(stat_register_op(0xA1, "WRITE_PEER"), 3);
+	ck_assert_int_eq(stat_register_op(0x02, "READ_OBJ", "io"), 1);
+	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ", "io"), 2);
+	ck_assert_int_eq(stat_register_op(0xA1, "WRITE_PEER", "peer"), 3);
 }
 
 /* op idx merged at now */
@@ -100,7 +101,7 @@ START_TEST(test_names)
 	ck_assert_int_eq(stat_op_idx(0x03), 2);
 	ck_assert_int_eq(stat_op_idx(0x77), STAT_IDX_INVALID);
 	/* registering twice gives the same slot */
-	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ"), 2);
+	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ", "io"), 2);
 	ck_assert_int_eq(stat_read_ops(ops, SD_STAT_MAX_OPS, NULL, 0), 4);
 	ck_assert_str_eq(ops[0].name, "invalid");
 	ck_assert_str_eq(ops[1].name, "read");
@@ -116,7 +117,7 @@ START_TEST(test_table_full)
 
 	setup(0);
 	for (i = 0x10; i < 0x10 + SD_STAT_MAX_OPS && ret >= 0; i++)
-		ret = stat_register_op((uint8_t)i, "X");
+		ret = stat_register_op((uint8_t)i, "X", NULL);
 	ck_assert_int_eq(ret, -ENOSPC);
 	ck_assert_int_eq(stat_op_idx((uint8_t)(i - 1)), STAT_IDX_INVALID);
 }
@@ -402,6 +403,53 @@ START_TEST(test_metrics_parse)
 }
 END_TEST
 
+/* the queue rows add up the ops that run on each queue */
+START_TEST(test_snapshot_queues)
+{
+	static char buf[64 * 1024];
+	struct sd_stat_header *h = (void *)buf;
+	struct sd_stat_op *ops = (void *)(h + 1);
+	struct sd_stat_queue *q;
+	uint64_t sum = 0;
+
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(wq_init(), 0);
+	ck_assert_ptr_nonnull(wq_create("io", 1));
+	ck_assert_ptr_nonnull(wq_create("peer", 2));
+	setup(0);
+	for (int i = 0; i < 5; i++) {
+		stat_op_begin(1, 100);
+		stat_op_end(1, 100, 300, 10, false);
+	}
+	stat_op_begin(2, 1000);
+	stat_op_end(2, 1000, 1500, 20, true);
+	stat_op_begin(2, 2000);
+	stat_op_begin(3, 2000);
+	stat_op_end(3, 2000, 2100, 30, false);
+	ck_assert_int_gt(stat_snapshot(buf, sizeof(buf), 5000), 0);
+	ck_assert_uint_eq(h->nr_queues, 2);
+	q = (void *)(ops + 1 + h->nr_ops);
+	/* newest first */
+	ck_assert_str_eq(q[0].name, "peer");
+	ck_assert_uint_eq(q[0].nr_threads, 2);
+	ck_assert_uint_eq(q[0].nr_reqs, 1);
+	ck_assert_uint_eq(q[0].bytes, 30);
+	ck_assert_str_eq(q[1].name, "io");
+	ck_assert_uint_eq(q[1].nr_threads, 1);
+	ck_assert_uint_eq(q[1].nr_inflight, 1);
+	ck_assert_uint_eq(q[1].nr_reqs, 6);
+	ck_assert_uint_eq(q[1].nr_errors, 1);
+	ck_assert_uint_eq(q[1].bytes, 70);
+	ck_assert_uint_eq(q[1].await_ns, 5 * 200 + 500);
+	/* write: 500 closed + 3000 open */
+	ck_assert_uint_eq(q[1].busy_ns, 3500);
+	for (int b = 0; b < SD_STAT_NR_BUCKETS; b++)
+		sum += q[1].hist[b];
+	ck_assert_uint_eq(sum, 6);
+	wq_shutdown_all();
+}
+END_TEST
+
 static Suite *stat_suite(void)
 {
 	Suite *s = suite_create("stat");
@@ -416,6 +464,7 @@ static Suite *stat_suite(void)
 	tcase_add_test(tc, test_busy_overlap);
 	tcase_add_test(tc, test_vdis);
 	tcase_add_test(tc, test_snapshot);
+	tcase_add_test(tc, test_snapshot_queues);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");
