@@ -40,6 +40,10 @@ enum {
 	LOPT_FORMAT,
 	LOPT_VERSION,
 	LOPT_TITLE,
+	LOPT_HIST,
+	LOPT_ALL,
+	LOPT_QUEUES,
+	LOPT_VDI,
 };
 
 #define SHORT_OPTIONS "a:p:c:s:rh"
@@ -58,6 +62,12 @@ static const struct option long_options[] = {
 	{ "format", required_argument, NULL, LOPT_FORMAT },
 	{ "version", no_argument, NULL, LOPT_VERSION },
 	{ "title", required_argument, NULL, LOPT_TITLE },
+	{ "watch", required_argument, NULL, 'w' },
+	{ "count", required_argument, NULL, 'n' },
+	{ "hist", required_argument, NULL, LOPT_HIST },
+	{ "all", no_argument, NULL, LOPT_ALL },
+	{ "queues", no_argument, NULL, LOPT_QUEUES },
+	{ "vdi", no_argument, NULL, LOPT_VDI },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -75,6 +85,12 @@ static const struct {
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
 	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv or svg" },
 	{ OPT_TITLE, "--title TEXT", "title of the svg flame graph" },
+	{ OPT_WATCH, "-w, --watch SECONDS", "a report every SECONDS, over that interval" },
+	{ OPT_COUNT, "-n, --count N", "stop after N reports (with -w)" },
+	{ OPT_HIST, "--hist OP", "OP's latency distribution, with p50 and p99" },
+	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
+	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
+	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
@@ -150,6 +166,8 @@ static void print_sub_usage(const char *path, const struct subcommand *s)
 	printf("  %-22s %s\n", "-a, --address HOST", "daemon to talk to (default: localhost)");
 	printf("  %-22s %s\n", "-p, --port PORT", "its port (default: 7000)");
 	printf("  %-22s %s\n", "-h, --help", "show this help");
+	if (s->more)
+		printf("\n%s", s->more);
 }
 
 static int bit_index(unsigned int bit)
@@ -231,6 +249,35 @@ static int parse_one(int c, const char *arg)
 	case LOPT_TITLE:
 		opts.title = arg;
 		mark_seen(OPT_TITLE);
+	case 'w':
+		if (sd_parse_uint(arg, 1, 86400, &v))
+			return collie_usage_err("invalid interval '%s' (1-86400 s)", arg);
+		opts.watch = (uint32_t)v;
+		mark_seen(OPT_WATCH);
+		break;
+	case 'n':
+		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
+			return collie_usage_err("invalid count '%s'", arg);
+		opts.count = (uint32_t)v;
+		mark_seen(OPT_COUNT);
+		break;
+	case LOPT_HIST:
+		if (!*arg)
+			return collie_usage_err("empty op name");
+		opts.hist = arg;
+		mark_seen(OPT_HIST);
+		break;
+	case LOPT_ALL:
+		opts.all = true;
+		mark_seen(OPT_ALL);
+		break;
+	case LOPT_QUEUES:
+		opts.queues = true;
+		mark_seen(OPT_QUEUES);
+		break;
+	case LOPT_VDI:
+		opts.vdi = true;
+		mark_seen(OPT_VDI);
 		break;
 	}
 	return EXIT_OK;

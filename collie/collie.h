@@ -50,6 +50,12 @@ struct collie_opts {
 	uint64_t buffer_size;
 	const char *format;
 	const char *title; /* --title: of the svg picture */
+	uint32_t watch; /* node stat -w: seconds, 0: once, since start */
+	uint32_t count; /* node stat -n: reports, 0: no end */
+	const char *hist;
+	bool all;
+	bool queues;
+	bool vdi;
 };
 
 extern struct collie_opts opts;
@@ -64,6 +70,12 @@ extern struct collie_opts opts;
 #define OPT_BUFFER_SIZE (1U << 6)
 #define OPT_FORMAT (1U << 7)
 #define OPT_TITLE (1U << 20) /* far from the others: they grow from bit 8 */
+#define OPT_WATCH (1U << 8)
+#define OPT_COUNT (1U << 9)
+#define OPT_HIST (1U << 10)
+#define OPT_ALL (1U << 11)
+#define OPT_QUEUES (1U << 12)
+#define OPT_VDI (1U << 13)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.
@@ -78,7 +90,8 @@ struct subcommand {
 	int (*fn)(int argc, char **argv);
 	const struct subcommand *sub;
 	int min_args;
-	int max_args; /* -1: no limit */
+	int max_args;	    /* -1: no limit */
+	const char *more; /* printed after the options by --help, or NULL */
 };
 
 struct command {
@@ -91,6 +104,11 @@ extern const struct subcommand cluster_cmds[];
 extern const struct subcommand node_cmds[];
 extern const struct subcommand vdi_cmds[];
 extern const struct subcommand debug_cmds[];
+
+/* node.c: GET_NODE_LIST into a new array (free it): EXIT_OK or an exit code */
+int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx);
+/* node_stat.c: collie node stat */
+int node_stat(int argc, char **argv);
 
 /* errors: one line to stderr, "collie: ..." */
 void __printf(1, 2) collie_err(const char *fmt, ...);

@@ -8,7 +8,7 @@
 #include "collie.h"
 
 /* GET_NODE_LIST into a new array: EXIT_OK or an exit code */
-static int get_nodes(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
+int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -66,7 +66,7 @@ static int node_list(int argc, char **argv)
 	char addr[64];
 	int ret;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -105,7 +105,7 @@ static int node_info(int argc, char **argv)
 	uint64_t tot_size = 0, tot_used = 0, tot_avail = 0, tot_objs = 0;
 	int ret, failed = EXIT_OK;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -158,7 +158,7 @@ static int node_recovery(int argc, char **argv)
 	char addr[64];
 	int ret, failed = EXIT_OK;
 
-	ret = get_nodes(&nodes, &nr, &local_idx);
+	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
 	if (!opts.raw)
@@ -191,10 +191,29 @@ static int node_recovery(int argc, char **argv)
 	return failed;
 }
 
+static const char node_stat_help[] =
+	"Columns, per op and for the TOTAL row (since the daemon's start, or over\n"
+	"each -w interval):\n"
+	"  inflt      requests dispatched and not yet answered, now\n"
+	"  op/s       completions per second (errors included)\n"
+	"  MB/s       payload moved, both directions (MiB/s)\n"
+	"  svctm(us)  busy time per completion (iostat's svctm)\n"
+	"  await(us)  mean time from dispatch to reply, queue wait included;\n"
+	"             await well above svctm: requests queue\n"
+	"  %util      share of the time with at least one of the op in flight\n"
+	"\n"
+	"Example: a write that never completes shows at once as\n"
+	"  write           1       0.0     0.00        0.0        0.0  100.0\n"
+	"(one in flight, no completion, busy the whole interval); past the\n"
+	"daemon's --hang-threshold a 'hangs:' line follows and its log names it.\n";
+
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
 	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
 	{ "recovery", "", OPT_RAW, "show each node's recovery: epoch, state, objects fetched",
 	  node_recovery, NULL, 0, 0 },
+	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
+	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util",
+	  node_stat, NULL, 0, 0, node_stat_help },
 	{ NULL },
 };

@@ -62,6 +62,21 @@
  */
 #define SD_FLAG_CMD_STALE 0x8000
 
+/*
+ * Request statistics (collie node stat). STAT_READ answers a snapshot of
+ * the always-on counters: struct sd_stat_header, then the TOTAL row (a
+ * struct sd_stat_op), nr_ops struct sd_stat_op, nr_queues struct
+ * sd_stat_queue and nr_vdis struct sd_stat_vdi. Counters run from the
+ * daemon's start; a reader takes two snapshots for rates over an interval.
+ * STAT_HOLD and STAT_RELEASE exist only in a daemon built with
+ * --enable-test-hooks: HOLD keeps one io worker busy for req.obj.offset
+ * milliseconds at most (req.obj.oid is named in its hang report), RELEASE
+ * lets every held worker go.
+ */
+#define SD_OP_STAT_READ 0x90
+#define SD_OP_STAT_HOLD 0x91
+#define SD_OP_STAT_RELEASE 0x92
+
 /* trace operations (collie debug trace ...); payload formats in trace.h of sheep */
 #define SD_OP_TRACE_START 0xB0
 #define SD_OP_TRACE_STOP 0xB1
@@ -176,7 +191,77 @@ struct sd_trace_status {
 	uint32_t pad;
 };
 
+/* payload of SD_OP_STAT_READ */
+#define SD_STAT_VERSION 1
+#define SD_STAT_NR_BUCKETS 32 /* bucket 0: 0-1 us, bucket k: 2^k .. 2^(k+1)-1 us */
+#define SD_STAT_MAX_OPS 48
+#define SD_STAT_MAX_QUEUES 8
+#define SD_STAT_MAX_VDIS 64
+
+struct sd_stat_header {
+	uint32_t version; /* SD_STAT_VERSION */
+	uint32_t nr_ops;
+	uint32_t nr_queues;
+	uint32_t nr_vdis;
+	uint64_t now_ns;	    /* the daemon's monotonic clock at the snapshot */
+	uint64_t uptime_ns;	    /* since the counters started */
+	uint64_t hang_threshold_ns; /* 0: hang detection off */
+	uint64_t nr_hangs;	    /* requests that crossed the threshold, since start */
+	uint32_t nr_hung;	    /* requests in flight past the threshold now */
+	uint32_t pad;
+};
+
+/* one opcode (or the TOTAL row: busy_ns is then the time with any request in flight) */
+struct sd_stat_op {
+	char name[24]; /* "write", "read_peer", ... */
+	uint8_t opcode;
+	uint8_t pad[7];
+	uint64_t nr_inflight;
+	uint64_t nr_done; /* completions, errors included */
+	uint64_t nr_errors;
+	uint64_t bytes;	   /* payload moved, both directions */
+	uint64_t await_ns; /* sum over completions: dispatch to reply (queue + service) */
+	uint64_t busy_ns;  /* time with at least one in flight, up to now_ns */
+	uint64_t hist[SD_STAT_NR_BUCKETS]; /* completions by await, log2 of microseconds */
+};
+
+/*
+ * A work queue: its workers, and the requests of the ops that run on it
+ * (the sums of their sd_stat_op rows; busy_ns is the largest of theirs,
+ * so a lower bound of the time with any of them in flight).
+ */
+struct sd_stat_queue {
+	char name[16];
+	uint32_t nr_threads;
+	uint32_t nr_queued;
+	uint32_t nr_running;
+	uint32_t pad;
+	uint64_t nr_done;	  /* works finished, the daemon's own included */
+	uint64_t longest_wait_ns; /* the oldest queued work's wait so far */
+	uint64_t nr_inflight;	  /* requests */
+	uint64_t nr_reqs;	  /* requests completed */
+	uint64_t nr_errors;
+	uint64_t bytes;
+	uint64_t await_ns;
+	uint64_t busy_ns;
+	uint64_t hist[SD_STAT_NR_BUCKETS];
+};
+
+/* a VDI's client object I/O through this gateway (vid 0: the VDIs past the table) */
+struct sd_stat_vdi {
+	uint32_t vid;
+	uint32_t pad;
+	uint64_t nr_reads;
+	uint64_t nr_writes;
+	uint64_t bytes;
+	uint64_t await_ns;
+};
+
 _Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");
 _Static_assert(sizeof(struct sd_node) == 40, "node layout");
+_Static_assert(sizeof(struct sd_stat_header) == 56, "stat header layout");
+_Static_assert(sizeof(struct sd_stat_op) == 336, "stat op layout");
+_Static_assert(sizeof(struct sd_stat_queue) == 352, "stat queue layout");
+_Static_assert(sizeof(struct sd_stat_vdi) == 40, "stat vdi layout");
 
 #endif

@@ -2,7 +2,10 @@
  * The table of operations: one entry per opcode, saying which thread runs
  * it and whether it is allowed before the cluster is formatted.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "sheep_priv.h"
@@ -96,6 +99,60 @@ static int op_trace(struct request *req)
 #endif
 }
 
+/* STAT_READ: the statistics' snapshot, on the main thread (their owner) */
+static int op_stat_read(struct request *req)
+{
+	int n = stat_snapshot(req->data, req->rq.data_length, stat_clock());
+
+	if (n == -EOPNOTSUPP)
+		return SD_RES_NO_SUPPORT;
+	if (n < 0)
+		return SD_RES_BUFFER_SMALL;
+	req->rp.data_length = (uint32_t)n;
+	return SD_RES_SUCCESS;
+}
+
+#ifdef SD_TEST_HOOKS
+/*
+ * Test builds only (--enable-test-hooks): STAT_HOLD keeps an io worker
+ * until STAT_RELEASE or req.obj.offset ms, whichever comes first, so that
+ * a test can watch a stuck request in node stat and in the hang report.
+ */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t hold_generation;
+
+static int op_stat_hold(struct request *req)
+{
+	uint64_t ms = req->rq.obj.offset, gen;
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(ms / 1000);
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&hold_lock);
+	gen = hold_generation;
+	while (gen == hold_generation && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&hold_cond, &hold_lock, &until);
+	pthread_mutex_unlock(&hold_lock);
+	return SD_RES_SUCCESS;
+}
+
+static int op_stat_release(struct request *req)
+{
+	pthread_mutex_lock(&hold_lock);
+	hold_generation++;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	return SD_RES_SUCCESS;
+}
+#endif
+
 static const struct sd_op_template ops[] = {
 	/* public, object I/O */
 	{ "CREATE_AND_WRITE_OBJ", SD_OP_CREATE_AND_WRITE_OBJ, OP_IO, false,
@@ -140,7 +197,38 @@ static const struct sd_op_template ops[] = {
 	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },
 	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_MAIN, true, op_trace },
 	{ "TRACE_READ", SD_OP_TRACE_READ, OP_MAIN, true, op_trace },
+	/* internal, statistics */
+	{ "STAT_READ", SD_OP_STAT_READ, OP_MAIN, true, op_stat_read },
+#ifdef SD_TEST_HOOKS
+	{ "STAT_HOLD", SD_OP_STAT_HOLD, OP_IO, true, op_stat_hold },
+	{ "STAT_RELEASE", SD_OP_STAT_RELEASE, OP_MAIN, true, op_stat_release },
+#endif
 };
+
+/* the work queue each type of op runs on (sheep.c names them) */
+static const char *op_queue(enum op_type type)
+{
+	switch (type) {
+	case OP_IO:
+		return "io";
+	case OP_CLUSTER:
+	case OP_ORDERED:
+		return "cluster";
+	case OP_PEER:
+		return "peer";
+	case OP_FETCH:
+		return "fetch";
+	default:
+		return NULL;
+	}
+}
+
+void ops_register_stats(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+		if (stat_register_op(ops[i].opcode, ops[i].name, op_queue(ops[i].type)) < 0)
+			sd_warn("no statistics slot for %s", ops[i].name);
+}
 
 const struct sd_op_template *get_sd_op(uint8_t opcode)
 {

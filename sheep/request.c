@@ -10,9 +10,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -204,11 +207,39 @@ static int flush_tx(struct client_info *ci)
 	return 0;
 }
 
+static bool is_client_obj_op(uint8_t opcode)
+{
+	return opcode == SD_OP_READ_OBJ || opcode == SD_OP_WRITE_OBJ ||
+	       opcode == SD_OP_CREATE_AND_WRITE_OBJ;
+}
+
+#ifdef STAT_ENABLED
+/* the request's statistics: one clock read at its end */
+static void request_count(struct request *req)
+{
+	uint64_t now = stat_clock(), bytes = 0;
+	bool ok = req->rp.result == SD_RES_SUCCESS;
+
+	if (req->rq.flags & SD_FLAG_CMD_WRITE)
+		bytes += req->rq.data_length;
+	if (ok)
+		bytes += min_t(uint32_t, req->rp.data_length, req->rq.data_length);
+	stat_req_end(&req->stat, now, bytes, !ok);
+	if (is_client_obj_op(req->rq.opcode) && ok)
+		stat_vdi_count(oid_to_vid(req->rq.obj.oid), req->rq.opcode != SD_OP_READ_OBJ, bytes,
+			       now - req->start);
+}
+#endif
+
 void request_done(struct request *req)
 {
 	struct client_info *ci = req->ci;
 	int result = req->rp.result;
 
+#ifdef STAT_ENABLED
+	if (req->stat.active)
+		request_count(req);
+#endif
 	if (ci->dead) {
 		free_request(req);
 		return;
@@ -289,12 +320,12 @@ static void dispatch(struct request *req)
 	case OP_IO:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue(io_wq, &req->work);
+		wq_queue_at(io_wq, &req->work, req->start);
 		break;
 	case OP_CLUSTER:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue(cluster_wq, &req->work);
+		wq_queue_at(cluster_wq, &req->work, req->start);
 		break;
 	case OP_ORDERED:
 		ordered_submit(req);
@@ -302,12 +333,12 @@ static void dispatch(struct request *req)
 	case OP_PEER:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue(peer_wq, &req->work);
+		wq_queue_at(peer_wq, &req->work, req->start);
 		break;
 	case OP_FETCH:
 		req->work.fn = do_work;
 		req->work.done = work_done;
-		wq_queue(fetch_wq, &req->work);
+		wq_queue_at(fetch_wq, &req->work, req->start);
 		break;
 	}
 }
@@ -335,7 +366,6 @@ static struct request *new_request(struct client_info *ci)
 	memset(req, 0, sizeof(*req));
 	req->rq = ci->hdr;
 	req->ci = ci;
-	req->start_ns = sd_now_ns();
 	INIT_LIST_NODE(&req->node);
 	ci->refcnt++;
 	ci->nr_inflight++;
@@ -410,6 +440,13 @@ static void client_rx(struct client_info *ci)
 		ci->rx_req = NULL;
 		/* hold the connection: dispatch may answer and close it */
 		ci->refcnt++;
+		/* in flight from here: one clock read at its start */
+		req->start = stat_clock();
+#ifdef STAT_ENABLED
+		/* a statistics reader does not count itself */
+		if (req->rq.opcode != SD_OP_STAT_READ)
+			stat_req_begin(&req->stat, req->rq.opcode, req->start);
+#endif
 		dispatch(req);
 		bool stop = ci->dead || ci->close_after_tx;
 		if (!ci->dead && ci->nr_inflight >= MAX_INFLIGHT) {
@@ -469,6 +506,42 @@ static void accept_pause(void)
 	for (int i = 0; i < nr_listen_fds; i++)
 		ev_modify(listen_fds[i], 0);
 	timerfd_settime(accept_timer_fd, 0, &its, NULL);
+}
+
+static bool has_oid(uint8_t opcode)
+{
+	return is_client_obj_op(opcode) || opcode == SD_OP_REMOVE_OBJ ||
+	       (opcode >= SD_OP_READ_PEER && opcode <= SD_OP_FLUSH_PEER) ||
+	       opcode == SD_OP_FETCH_PEER || opcode == SD_OP_STAT_HOLD;
+}
+
+void request_report_hang(struct stat_req *sr, uint64_t age_ns)
+{
+	struct request *req = container_of(sr, struct request, stat);
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	char client[INET6_ADDRSTRLEN + 8] = "gone", addr[INET6_ADDRSTRLEN] = "?", oid[32] = "";
+	char worker[48] = "no worker (main thread or still queued)";
+	int tid = __atomic_load_n(&req->work.tid, __ATOMIC_RELAXED);
+
+	if (!req->ci->dead && !getpeername(req->ci->fd, (struct sockaddr *)&ss, &sslen)) {
+		if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
+			snprintf(client, sizeof(client), "[%s]:%u", addr, ntohs(a->sin6_port));
+		} else if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
+			snprintf(client, sizeof(client), "%s:%u", addr, ntohs(a->sin_port));
+		}
+	}
+	if (has_oid(req->rq.opcode))
+		snprintf(oid, sizeof(oid), " oid %016" PRIx64, req->rq.obj.oid);
+	if (tid)
+		snprintf(worker, sizeof(worker), "worker tid %d", tid);
+	sd_warn("hang: %s (0x%02x)%s in flight for %" PRIu64 " ms, id %" PRIu32 ", client %s, %s",
+		req->op ? req->op->name : "request", req->rq.opcode, oid, age_ns / 1000000,
+		req->rq.id, client, worker);
 }
 
 static void listen_handler(int listen_fd, uint32_t events, void *data)

@@ -24,6 +24,7 @@
 #endif
 
 #define DEFAULT_IO_THREADS 8
+#define DEFAULT_HANG_THRESHOLD 30 /* seconds */
 
 struct sheep_config sys;
 struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
@@ -31,6 +32,8 @@ struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
 #define MAX_VNODES 4096
 static int nr_vnodes = SD_DEFAULT_VNODES;
+static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
+static const char *metrics_arg; /* --metrics, NULL: off */
 
 static const struct option long_options[] = {
 	{ "port", required_argument, NULL, 'p' },
@@ -41,6 +44,8 @@ static const struct option long_options[] = {
 	{ "zone", required_argument, NULL, 'z' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "vnodes", required_argument, NULL, 'V' },
+	{ "hang-threshold", required_argument, NULL, 'H' },
+	{ "metrics", required_argument, NULL, 'M' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -65,12 +70,19 @@ static void usage(FILE *f, const char *prog)
 		"  -V, --vnodes N         points of this node on the placement ring: its share\n"
 		"                         of the objects; give twice the capacity twice the\n"
 		"                         vnodes (1-%d, default %d)\n"
+		"      --hang-threshold S a request in flight longer than S seconds is logged\n"
+		"                         once, with its op, oid, client and worker, and counted\n"
+		"                         in `collie node stat` (default %d, 0: off)\n"
+		"      --metrics [ADDR:]PORT  serve the statistics in Prometheus' text format at\n"
+		"                         http://ADDR:PORT/metrics (default ADDR 127.0.0.1; off\n"
+		"                         unless given)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
-		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES);
+		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES,
+		DEFAULT_HANG_THRESHOLD);
 }
 
 static volatile bool stop_requested;
@@ -171,7 +183,7 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 	int ch, lv;
 	uint64_t v;
 
-	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:hv", long_options, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:H:M:hv", long_options, NULL)) != -1) {
 		switch (ch) {
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
@@ -218,6 +230,23 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				return -1;
 			}
 			nr_vnodes = (int)v;
+			break;
+		case 'H':
+			if (sd_parse_uint(optarg, 0, 86400, &v)) {
+				fprintf(stderr, "sheep: invalid hang threshold '%s' (0-86400 s)\n",
+					optarg);
+				return -1;
+			}
+			hang_threshold = v;
+			break;
+		case 'M':
+			if (metrics_parse(optarg, NULL, 0, NULL)) {
+				fprintf(stderr,
+					"sheep: invalid metrics address '%s' ([ADDR:]PORT)\n",
+					optarg);
+				return -1;
+			}
+			metrics_arg = optarg;
 			break;
 		case 'h':
 			usage(stdout, argv[0]);
@@ -302,6 +331,15 @@ int main(int argc, char **argv)
 		sd_emerg("cannot set up the event loop: %m");
 		return 1;
 	}
+	/* counting starts before any worker exists */
+	ret = stat_init(hang_threshold * 1000000000ULL, request_report_hang);
+	if (!ret)
+		ret = stat_start_hang_timer();
+	if (ret) {
+		sd_emerg("cannot start the statistics: %s", strerror(-ret));
+		return 1;
+	}
+	ops_register_stats();
 	if (store_init("plain", sys.dir)) {
 		sd_emerg("cannot open the store in %s", sys.dir);
 		return 1;
@@ -336,6 +374,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sheep: cannot listen on port %d: %s\n", sys.port,
 				strerror(-ret));
 		return 1;
+	}
+	if (metrics_arg) {
+		ret = metrics_start(metrics_arg);
+		if (ret) {
+			sd_emerg("cannot serve metrics on %s: %s", metrics_arg, strerror(-ret));
+			if (foreground)
+				fprintf(stderr, "sheep: cannot serve metrics on %s: %s\n",
+					metrics_arg, strerror(-ret));
+			return 1;
+		}
 	}
 	ret = driver->init(cdrv_selected_option());
 	if (!ret)

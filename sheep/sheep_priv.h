@@ -10,6 +10,7 @@
 #include "internal_proto.h"
 #include "list.h"
 #include "ring.h"
+#include "stat.h"
 #include "logger.h"
 #include "util.h"
 #include "work.h"
@@ -27,7 +28,8 @@ struct request {
 	struct client_info *ci;
 	struct work work;
 	struct list_node node; /* in the client's reply queue, or ordered.c's pending list */
-	uint64_t start_ns;
+	uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
+	struct stat_req stat; /* in flight for the statistics (stat.c) */
 	/* ordered ops (ordered.c) */
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
 	int nr_members;	 /* cluster size when the op was delivered */
@@ -60,6 +62,8 @@ struct sd_op_template {
 
 /* ops.c */
 const struct sd_op_template *get_sd_op(uint8_t opcode);
+/* give every opcode its statistics slot (after stat_init) */
+void ops_register_stats(void);
 
 /* request.c */
 int create_listen_port(const char *bind_addr, int port);
@@ -67,6 +71,14 @@ void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
+/* stat.c's hang report for a request: opcode, oid, client, worker */
+void request_report_hang(struct stat_req *sr, uint64_t age_ns);
+
+/* metrics.c: Prometheus' text format over HTTP, on the main event loop */
+/* check "[ADDR:]PORT"; with addr, split it (ADDR defaults to 127.0.0.1): 0 or -EINVAL */
+int metrics_parse(const char *arg, char *addr, size_t addr_len, int *port);
+/* listen on arg ([ADDR:]PORT): 0 or -errno */
+int metrics_start(const char *arg);
 
 /* state of the whole daemon (sheep.c) */
 struct sheep_config {

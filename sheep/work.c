@@ -10,9 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 
+#include "config.h"
 #include "event.h"
 #include "logger.h"
+#include "stat.h"
+#include "util.h"
 #include "work.h"
 
 struct work_queue {
@@ -23,6 +27,10 @@ struct work_queue {
 	pthread_cond_t cond;
 	struct list_head pending;
 	bool stopping;
+	/* under lock */
+	int nr_queued;
+	int nr_running;
+	uint64_t nr_done;
 	struct work_queue *next;
 };
 
@@ -61,11 +69,21 @@ static void *worker_main(void *arg)
 {
 	struct work_queue *q = arg;
 	uint64_t one = 1;
+	int tid __unused = (int)syscall(SYS_gettid);
+	bool ran __unused = false;
 
 	for (;;) {
 		struct work *w;
 
 		pthread_mutex_lock(&q->lock);
+#ifdef STAT_ENABLED
+		/* the previous work is done: counted here, under the lock taken anyway */
+		if (ran) {
+			q->nr_running--;
+			q->nr_done++;
+			ran = false;
+		}
+#endif
 		while (list_empty(&q->pending) && !q->stopping)
 			pthread_cond_wait(&q->cond, &q->lock);
 		if (list_empty(&q->pending)) {
@@ -74,6 +92,12 @@ static void *worker_main(void *arg)
 		}
 		w = list_first_entry(&q->pending, struct work, node);
 		list_del(&w->node);
+#ifdef STAT_ENABLED
+		q->nr_queued--;
+		q->nr_running++;
+		ran = true;
+		__atomic_store_n(&w->tid, tid, __ATOMIC_RELAXED);
+#endif
 		pthread_mutex_unlock(&q->lock);
 
 		w->fn(w);
@@ -124,10 +148,42 @@ struct work_queue *wq_create(const char *name, int nr_threads)
 
 void wq_queue(struct work_queue *q, struct work *w)
 {
+	wq_queue_at(q, w, stat_clock());
+}
+
+void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
+{
+	w->queued = now;
+	w->tid = 0;
 	pthread_mutex_lock(&q->lock);
 	list_add_tail(&w->node, &q->pending);
+#ifdef STAT_ENABLED
+	q->nr_queued++;
+#endif
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+}
+
+int wq_info_all(struct wq_info *out, int max)
+{
+	int n = 0;
+
+	for (struct work_queue *q = all_queues; q && n < max; q = q->next, n++) {
+		out[n].name = q->name;
+		out[n].nr_threads = q->nr_threads;
+		pthread_mutex_lock(&q->lock);
+		out[n].nr_queued = q->nr_queued;
+		out[n].nr_running = q->nr_running;
+		out[n].nr_done = q->nr_done;
+		out[n].oldest_queued = 0;
+		if (!list_empty(&q->pending)) {
+			struct work *w = list_first_entry(&q->pending, struct work, node);
+
+			out[n].oldest_queued = w->queued;
+		}
+		pthread_mutex_unlock(&q->lock);
+	}
+	return n;
 }
 
 void wq_shutdown_all(void)

@@ -6,6 +6,8 @@
 #ifndef WORK_H
 #define WORK_H
 
+#include <stdint.h>
+
 #include "list.h"
 
 struct work;
@@ -13,8 +15,10 @@ typedef void (*work_fn)(struct work *);
 
 struct work {
 	struct list_node node;
-	work_fn fn;   /* on a worker thread */
-	work_fn done; /* on the main thread */
+	work_fn fn;	    /* on a worker thread */
+	work_fn done;	    /* on the main thread */
+	uint64_t queued;	    /* stat_clock() when queued */
+	int tid;	    /* the worker running fn, once it runs (read with __atomic) */
 };
 
 struct work_queue;
@@ -24,6 +28,19 @@ int wq_init(void);
 /* A queue of nr_threads threads named "name N". NULL on failure. */
 struct work_queue *wq_create(const char *name, int nr_threads);
 void wq_queue(struct work_queue *q, struct work *w);
+/* the same, with the caller's stat_clock() reading of now (it already had one) */
+void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now);
+/* a queue's state, for the statistics */
+struct wq_info {
+	const char *name;
+	int nr_threads;
+	int nr_queued;
+	int nr_running; /* picked, not yet handed to the main thread */
+	uint64_t nr_done;
+	uint64_t oldest_queued; /* queued of the oldest waiting work, 0 if none */
+};
+/* every queue into out (up to max), newest first; how many */
+int wq_info_all(struct wq_info *out, int max);
 /* Stop and join every queue's threads (pending works are finished first). */
 void wq_shutdown_all(void);
 

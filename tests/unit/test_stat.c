@@ -1,0 +1,495 @@
+/*
+ * Unit tests of sheep/stat.c: buckets, names, counts, busy time with its
+ * open interval, per-thread slots merged under their sequence counts,
+ * hang detection, the VDI table and the snapshot layout. Each test runs in
+ * its own process (Check's fork mode), so each starts with fresh counters.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "event.h"
+#include "sheep_priv.h"
+#include "stat.h"
+#include "util.h"
+
+#define MS 1000000ULL
+#define US 1000ULL
+
+static struct stat_req *reported[8];
+static uint64_t reported_age[8];
+static int nr_reported;
+
+static void report(struct stat_req *sr, uint64_t age_ns)
+{
+	if (nr_reported < 8) {
+		reported[nr_reported] = sr;
+		reported_age[nr_reported] = age_ns;
+	}
+	nr_reported++;
+}
+
+static void setup(uint64_t threshold)
+{
+	nr_reported = 0;
+	ck_assert_int_eq(stat_init(threshold, report), 0);
+	/* the tests' clock ticks are nanoseconds */
+	stat_clock_set_scale(UINT64_C(1) << 32);
+	ck_assert_int_eq(stat_register_op(0x02, "READ_OBJ", "io"), 1);
+	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ", "io"), 2);
+	ck_assert_int_eq(stat_register_op(0xA1, "WRITE_PEER", "peer"), 3);
+}
+
+/* op idx merged at now */
+static struct sd_stat_op read_op(int idx, uint64_t now, struct sd_stat_op *total)
+{
+	struct sd_stat_op ops[SD_STAT_MAX_OPS], t;
+	int n = stat_read_ops(ops, SD_STAT_MAX_OPS, &t, now);
+
+	ck_assert_int_gt(n, idx);
+	if (total)
+		*total = t;
+	return ops[idx];
+}
+
+START_TEST(test_bucket)
+{
+	ck_assert_int_eq(stat_bucket(0), 0);
+	ck_assert_int_eq(stat_bucket(1999), 0); /* 1 us */
+	ck_assert_int_eq(stat_bucket(2000), 1);
+	ck_assert_int_eq(stat_bucket(3999), 1);
+	ck_assert_int_eq(stat_bucket(4000), 2);
+	ck_assert_int_eq(stat_bucket(255 * US), 7);
+	ck_assert_int_eq(stat_bucket(256 * US), 8);
+	ck_assert_int_eq(stat_bucket(511 * US + 999), 8);
+	ck_assert_int_eq(stat_bucket(512 * US), 9);
+	ck_assert_int_eq(stat_bucket(UINT64_MAX), SD_STAT_NR_BUCKETS - 1);
+}
+END_TEST
+
+/* the calibrated clock agrees with CLOCK_MONOTONIC over 100 ms */
+START_TEST(test_clock)
+{
+	struct timespec req = { 0, 100 * 1000 * 1000 };
+	uint64_t t0, n0, t1, n1, ns;
+
+	ck_assert_int_eq(stat_init(0, NULL), 0);
+	n0 = sd_now_ns();
+	t0 = stat_clock();
+	nanosleep(&req, NULL);
+	n1 = sd_now_ns();
+	t1 = stat_clock();
+	ns = stat_clock_ns(t1 - t0);
+	ck_assert_uint_gt(ns, (n1 - n0) * 9 / 10);
+	ck_assert_uint_lt(ns, (n1 - n0) * 11 / 10);
+	/* ns -> ticks -> ns within a tick */
+	ns = stat_clock_ns(stat_clock_ticks(30ULL * 1000 * MS));
+	ck_assert_uint_gt(ns, 30ULL * 1000 * MS - 10);
+	ck_assert_uint_le(ns, 30ULL * 1000 * MS);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+	struct sd_stat_op ops[SD_STAT_MAX_OPS];
+
+	setup(0);
+	ck_assert_int_eq(stat_op_idx(0x02), 1);
+	ck_assert_int_eq(stat_op_idx(0x03), 2);
+	ck_assert_int_eq(stat_op_idx(0x77), STAT_IDX_INVALID);
+	/* registering twice gives the same slot */
+	ck_assert_int_eq(stat_register_op(0x03, "WRITE_OBJ", "io"), 2);
+	ck_assert_int_eq(stat_read_ops(ops, SD_STAT_MAX_OPS, NULL, 0), 4);
+	ck_assert_str_eq(ops[0].name, "invalid");
+	ck_assert_str_eq(ops[1].name, "read");
+	ck_assert_str_eq(ops[2].name, "write");
+	ck_assert_str_eq(ops[3].name, "write_peer");
+	ck_assert_int_eq(ops[3].opcode, 0xA1);
+}
+END_TEST
+
+START_TEST(test_table_full)
+{
+	int i, ret = 0;
+
+	setup(0);
+	for (i = 0x10; i < 0x10 + SD_STAT_MAX_OPS && ret >= 0; i++)
+		ret = stat_register_op((uint8_t)i, "X", NULL);
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_int_eq(stat_op_idx((uint8_t)(i - 1)), STAT_IDX_INVALID);
+}
+END_TEST
+
+START_TEST(test_counts)
+{
+	struct sd_stat_op op, total;
+	uint64_t t = 1000 * MS, hist_sum = 0;
+
+	setup(0);
+	/* 10 writes of 4 KiB at 300 us, one failing; 3 reads at 5 us */
+	for (int i = 0; i < 10; i++) {
+		stat_op_begin(2, t);
+		stat_op_end(2, t, t + 300 * US, 4096, i == 9);
+		t += MS;
+	}
+	for (int i = 0; i < 3; i++) {
+		stat_op_begin(1, t);
+		stat_op_end(1, t, t + 5 * US, 512, false);
+		t += MS;
+	}
+	op = read_op(2, t, &total);
+	ck_assert_uint_eq(op.nr_done, 10);
+	ck_assert_uint_eq(op.nr_errors, 1);
+	ck_assert_uint_eq(op.nr_inflight, 0);
+	ck_assert_uint_eq(op.bytes, 40960);
+	ck_assert_uint_eq(op.await_ns, 3000 * US);
+	ck_assert_uint_eq(op.busy_ns, 3000 * US);
+	ck_assert_uint_eq(op.hist[8], 10); /* 256-511 us */
+	for (int k = 0; k < SD_STAT_NR_BUCKETS; k++)
+		hist_sum += op.hist[k];
+	ck_assert_uint_eq(hist_sum, 10);
+	op = read_op(1, t, NULL);
+	ck_assert_uint_eq(op.nr_done, 3);
+	ck_assert_uint_eq(op.hist[2], 3); /* 4-7 us */
+	ck_assert_str_eq(total.name, "TOTAL");
+	ck_assert_uint_eq(total.nr_done, 13);
+	ck_assert_uint_eq(total.nr_errors, 1);
+	ck_assert_uint_eq(total.bytes, 40960 + 1536);
+	ck_assert_uint_eq(total.busy_ns, 3015 * US);
+	ck_assert_uint_eq(total.hist[8] + total.hist[2], 13);
+}
+END_TEST
+
+/* a request that never ends: in flight, busy up to the reader's clock */
+START_TEST(test_busy_open_interval)
+{
+	struct sd_stat_op op;
+
+	setup(0);
+	stat_op_begin(2, 100 * MS);
+	op = read_op(2, 1100 * MS, NULL);
+	ck_assert_uint_eq(op.nr_inflight, 1);
+	ck_assert_uint_eq(op.nr_done, 0);
+	ck_assert_uint_eq(op.busy_ns, 1000 * MS);
+	/* a later read counts the whole open interval again: 100% util */
+	op = read_op(2, 2100 * MS, NULL);
+	ck_assert_uint_eq(op.busy_ns, 2000 * MS);
+	stat_op_end(2, 100 * MS, 2500 * MS, 0, false);
+	op = read_op(2, 9000 * MS, NULL);
+	ck_assert_uint_eq(op.nr_inflight, 0);
+	ck_assert_uint_eq(op.busy_ns, 2400 * MS);
+}
+END_TEST
+
+/* overlapping requests count their union, not their sum */
+START_TEST(test_busy_overlap)
+{
+	struct sd_stat_op op, total;
+
+	setup(0);
+	stat_op_begin(2, 0);
+	stat_op_begin(2, 100);
+	stat_op_begin(1, 150);
+	stat_op_end(2, 0, 200, 0, false);
+	stat_op_end(1, 150, 250, 0, false);
+	stat_op_end(2, 100, 300, 0, false);
+	stat_op_begin(2, 1000);
+	stat_op_end(2, 1000, 1100, 0, false);
+	op = read_op(2, 5000, &total);
+	ck_assert_uint_eq(op.busy_ns, 400);
+	ck_assert_uint_eq(op.await_ns, 200 + 200 + 100);
+	ck_assert_uint_eq(total.busy_ns, 400);
+	op = read_op(1, 5000, NULL);
+	ck_assert_uint_eq(op.busy_ns, 100);
+}
+END_TEST
+
+#define NR_WRITERS 4
+#define PER_WRITER 200000
+
+static void *writer(void *arg)
+{
+	uint64_t t = (uintptr_t)arg * 1000;
+
+	for (int i = 0; i < PER_WRITER; i++) {
+		stat_op_begin(3, t);
+		stat_op_end(3, t, t + (i % 7) * 1000 * US, 1, i % 100 == 0);
+		t += 10;
+	}
+	return NULL;
+}
+
+/* several threads count at once; every read is consistent, the end exact */
+START_TEST(test_threads)
+{
+	pthread_t th[NR_WRITERS];
+	struct sd_stat_op op;
+	uint64_t last = 0;
+	int reads = 0;
+
+	setup(0);
+	for (uintptr_t i = 0; i < NR_WRITERS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, writer, (void *)i), 0);
+	while (last < (uint64_t)NR_WRITERS * PER_WRITER && reads < 1000000) {
+		uint64_t sum = 0;
+
+		op = read_op(3, 0, NULL);
+		for (int k = 0; k < SD_STAT_NR_BUCKETS; k++)
+			sum += op.hist[k];
+		/* each slot is copied whole: its histogram and count agree */
+		ck_assert_uint_eq(sum, op.nr_done);
+		ck_assert_uint_eq(op.bytes, op.nr_done);
+		ck_assert_uint_ge(op.nr_done, last);
+		ck_assert_uint_le(op.nr_inflight, NR_WRITERS);
+		last = op.nr_done;
+		reads++;
+	}
+	for (int i = 0; i < NR_WRITERS; i++)
+		pthread_join(th[i], NULL);
+	op = read_op(3, 0, NULL);
+	ck_assert_uint_eq(op.nr_done, (uint64_t)NR_WRITERS * PER_WRITER);
+	ck_assert_uint_eq(op.nr_errors, (uint64_t)NR_WRITERS * (PER_WRITER / 100));
+	ck_assert_uint_eq(op.nr_inflight, 0);
+}
+END_TEST
+
+START_TEST(test_hangs)
+{
+	struct stat_req a = { 0 }, b = { 0 }, c = { 0 };
+	uint64_t thr = 30000 * MS, t0 = 5000 * MS;
+	struct sd_stat_op op;
+
+	setup(thr);
+	stat_req_begin(&a, 0x03, t0);
+	stat_req_begin(&b, 0x02, t0 + 10 * MS);
+	stat_req_begin(&c, 0x77, t0 + 20 * MS); /* unknown opcode: the invalid slot */
+	ck_assert_int_eq(c.idx, STAT_IDX_INVALID);
+	ck_assert_int_eq(stat_check_hangs(t0 + thr - 1), 0);
+	ck_assert_int_eq(nr_reported, 0);
+	/* b ends in time */
+	stat_req_end(&b, t0 + 11 * MS, 100, false);
+	ck_assert_int_eq(stat_check_hangs(t0 + thr), 1);
+	ck_assert_int_eq(nr_reported, 1);
+	ck_assert_ptr_eq(reported[0], &a);
+	ck_assert_uint_eq(reported_age[0], thr);
+	/* reported once, still counted as hung */
+	ck_assert_int_eq(stat_check_hangs(t0 + thr + 20 * MS), 2);
+	ck_assert_int_eq(nr_reported, 2);
+	ck_assert_ptr_eq(reported[1], &c);
+	ck_assert_int_eq(stat_check_hangs(t0 + 2 * thr), 2);
+	ck_assert_int_eq(nr_reported, 2);
+	ck_assert_uint_eq(stat_nr_hangs(), 2);
+	op = read_op(2, t0 + thr, NULL);
+	ck_assert_uint_eq(op.nr_inflight, 1);
+	ck_assert_uint_eq(op.busy_ns, thr);
+	stat_req_end(&a, t0 + 2 * thr, 0, true);
+	stat_req_end(&a, t0 + 3 * thr, 0, true); /* a second end is ignored */
+	stat_req_end(&c, t0 + 2 * thr, 0, true);
+	ck_assert_int_eq(stat_check_hangs(t0 + 5 * thr), 0);
+	op = read_op(2, t0 + 5 * thr, NULL);
+	ck_assert_uint_eq(op.nr_done, 1);
+	ck_assert_uint_eq(op.nr_errors, 1);
+	ck_assert_uint_eq(op.busy_ns, 2 * thr);
+	ck_assert_uint_eq(stat_nr_hangs(), 2);
+}
+END_TEST
+
+START_TEST(test_hangs_off)
+{
+	struct stat_req a = { 0 };
+
+	setup(0);
+	stat_req_begin(&a, 0x03, 0);
+	ck_assert_int_eq(stat_check_hangs(UINT64_MAX / 2), 0);
+	ck_assert_int_eq(nr_reported, 0);
+}
+END_TEST
+
+START_TEST(test_vdis)
+{
+	struct sd_stat_vdi v[SD_STAT_MAX_VDIS];
+	int n, i10 = -1, other = -1;
+
+	setup(0);
+	stat_vdi_count(0x10, true, 4096, 100);
+	stat_vdi_count(0x10, false, 512, 50);
+	stat_vdi_count(0x10, false, 512, 50);
+	/* 37 more: 0x110 and 0x120-0x124 find their entries taken */
+	for (uint32_t vid = 0x100; vid < 0x100 + 37; vid++)
+		stat_vdi_count(vid, true, 1, 1);
+	n = stat_read_vdis(v, SD_STAT_MAX_VDIS);
+	ck_assert_int_eq(n, STAT_VDI_SLOTS + 1);
+	for (int i = 0; i < n; i++) {
+		if (v[i].vid == 0x10)
+			i10 = i;
+		if (v[i].vid == 0)
+			other = i;
+	}
+	ck_assert_int_ge(i10, 0);
+	ck_assert_uint_eq(v[i10].nr_writes, 1);
+	ck_assert_uint_eq(v[i10].nr_reads, 2);
+	ck_assert_uint_eq(v[i10].bytes, 5120);
+	ck_assert_uint_eq(v[i10].await_ns, 200);
+	ck_assert_int_ge(other, 0);
+	ck_assert_uint_eq(v[other].nr_writes, 6);
+	/* a short buffer gets the first entries */
+	ck_assert_int_eq(stat_read_vdis(v, 3), 3);
+}
+END_TEST
+
+START_TEST(test_snapshot)
+{
+	char buf[64 * 1024];
+	struct sd_stat_header *h = (void *)buf;
+	struct sd_stat_op *ops = (void *)(h + 1);
+	struct stat_req a = { 0 };
+	int len;
+
+	setup(0);
+	stat_req_begin(&a, 0x02, stat_clock());
+	stat_vdi_count(0x42, false, 1, 1);
+	len = stat_snapshot(buf, sizeof(buf), stat_clock());
+	ck_assert_int_eq(
+	    len, (int)(sizeof(*h) + 5 * sizeof(struct sd_stat_op) + sizeof(struct sd_stat_vdi)));
+	ck_assert_uint_eq(h->version, SD_STAT_VERSION);
+	ck_assert_uint_eq(h->nr_ops, 4);
+	ck_assert_uint_eq(h->nr_queues, 0);
+	ck_assert_uint_eq(h->nr_vdis, 1);
+	ck_assert_str_eq(ops[0].name, "TOTAL");
+	ck_assert_uint_eq(ops[0].nr_inflight, 1);
+	ck_assert_uint_eq(ops[2].nr_inflight, 1);
+	ck_assert_int_eq(stat_snapshot(buf, 100, stat_clock()), -ENOSPC);
+}
+END_TEST
+
+struct parse_case {
+	const char *arg;
+	int ret;
+	const char *addr;
+	int port;
+};
+
+static const struct parse_case parse_cases[] = {
+	{ "9100", 0, "127.0.0.1", 9100 },
+	{ "0.0.0.0:9100", 0, "0.0.0.0", 9100 },
+	{ "127.0.0.2:1", 0, "127.0.0.2", 1 },
+	{ "[::1]:65535", 0, "::1", 65535 },
+	{ "localhost:80", 0, "localhost", 80 },
+	{ "0", -EINVAL, NULL, 0 },
+	{ "65536", -EINVAL, NULL, 0 },
+	{ "x", -EINVAL, NULL, 0 },
+	{ "", -EINVAL, NULL, 0 },
+	{ ":9100", -EINVAL, NULL, 0 },
+	{ "127.0.0.1:", -EINVAL, NULL, 0 },
+	{ "host:-1", -EINVAL, NULL, 0 },
+};
+
+/* sheep --metrics [ADDR:]PORT */
+START_TEST(test_metrics_parse)
+{
+	const struct parse_case *c = &parse_cases[_i];
+	char addr[64] = "";
+	int port = 0;
+
+	ck_assert_int_eq(metrics_parse(c->arg, addr, sizeof(addr), &port), c->ret);
+	ck_assert_int_eq(metrics_parse(c->arg, NULL, 0, NULL), c->ret);
+	if (c->ret)
+		return;
+	ck_assert_str_eq(addr, c->addr);
+	ck_assert_int_eq(port, c->port);
+}
+END_TEST
+
+/* the queue rows add up the ops that run on each queue */
+START_TEST(test_snapshot_queues)
+{
+	static char buf[64 * 1024];
+	struct sd_stat_header *h = (void *)buf;
+	struct sd_stat_op *ops = (void *)(h + 1);
+	struct sd_stat_queue *q;
+	uint64_t sum = 0;
+
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(wq_init(), 0);
+	ck_assert_ptr_nonnull(wq_create("io", 1));
+	ck_assert_ptr_nonnull(wq_create("peer", 2));
+	setup(0);
+	for (int i = 0; i < 5; i++) {
+		stat_op_begin(1, 100);
+		stat_op_end(1, 100, 300, 10, false);
+	}
+	stat_op_begin(2, 1000);
+	stat_op_end(2, 1000, 1500, 20, true);
+	stat_op_begin(2, 2000);
+	stat_op_begin(3, 2000);
+	stat_op_end(3, 2000, 2100, 30, false);
+	ck_assert_int_gt(stat_snapshot(buf, sizeof(buf), 5000), 0);
+	ck_assert_uint_eq(h->nr_queues, 2);
+	q = (void *)(ops + 1 + h->nr_ops);
+	/* newest first */
+	ck_assert_str_eq(q[0].name, "peer");
+	ck_assert_uint_eq(q[0].nr_threads, 2);
+	ck_assert_uint_eq(q[0].nr_reqs, 1);
+	ck_assert_uint_eq(q[0].bytes, 30);
+	ck_assert_str_eq(q[1].name, "io");
+	ck_assert_uint_eq(q[1].nr_threads, 1);
+	ck_assert_uint_eq(q[1].nr_inflight, 1);
+	ck_assert_uint_eq(q[1].nr_reqs, 6);
+	ck_assert_uint_eq(q[1].nr_errors, 1);
+	ck_assert_uint_eq(q[1].bytes, 70);
+	ck_assert_uint_eq(q[1].await_ns, 5 * 200 + 500);
+	/* write: 500 closed + 3000 open */
+	ck_assert_uint_eq(q[1].busy_ns, 3500);
+	for (int b = 0; b < SD_STAT_NR_BUCKETS; b++)
+		sum += q[1].hist[b];
+	ck_assert_uint_eq(sum, 6);
+	wq_shutdown_all();
+}
+END_TEST
+
+static Suite *stat_suite(void)
+{
+	Suite *s = suite_create("stat");
+	TCase *tc = tcase_create("counters");
+
+	tcase_add_test(tc, test_bucket);
+	tcase_add_test(tc, test_clock);
+	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_table_full);
+	tcase_add_test(tc, test_counts);
+	tcase_add_test(tc, test_busy_open_interval);
+	tcase_add_test(tc, test_busy_overlap);
+	tcase_add_test(tc, test_vdis);
+	tcase_add_test(tc, test_snapshot);
+	tcase_add_test(tc, test_snapshot_queues);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("threads");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_threads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("metrics");
+	tcase_add_loop_test(tc, test_metrics_parse, 0, ARRAY_SIZE(parse_cases));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("hangs");
+	tcase_add_test(tc, test_hangs);
+	tcase_add_test(tc, test_hangs_off);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(stat_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
