@@ -46,7 +46,7 @@ enum {
 	LOPT_VDI,
 };
 
-#define SHORT_OPTIONS "a:p:c:s:rh"
+#define SHORT_OPTIONS "a:p:c:s:rhw:n:"
 
 static const struct option long_options[] = {
 	{ "address", required_argument, NULL, 'a' },
@@ -249,6 +249,7 @@ static int parse_one(int c, const char *arg)
 	case LOPT_TITLE:
 		opts.title = arg;
 		mark_seen(OPT_TITLE);
+		break;
 	case 'w':
 		if (sd_parse_uint(arg, 1, 86400, &v))
 			return collie_usage_err("invalid interval '%s' (1-86400 s)", arg);
