@@ -41,6 +41,9 @@ struct gw_io {
 	uint64_t off;
 	bool sync;
 	int copies;
+	/* a create whose payload is a whole COW object: the client's write in it */
+	bool cow;
+	uint32_t wr_off, wr_len;
 };
 
 static bool retryable(int ret)
@@ -63,7 +66,11 @@ static int local_io(const struct gw_io *io)
 	case SD_OP_WRITE_PEER:
 		return recovery_write(io->oid, io->buf, io->len, io->off, io->sync);
 	case SD_OP_CREATE_AND_WRITE_PEER:
-		return sd_store->create_and_write(io->oid, 0, io->buf, io->len, io->off, io->sync);
+		if (io->cow)
+			return replica_create_and_write(io->oid, io->buf, io->len, io->off,
+							io->wr_off, io->wr_len, io->sync);
+		return replica_create_and_write(io->oid, io->buf, io->len, io->off, io->off,
+						io->len, io->sync);
 	case SD_OP_REMOVE_PEER:
 		return sd_store->remove(io->oid);
 	default:
@@ -85,6 +92,11 @@ static void make_peer_req(struct sd_req *rq, const struct gw_io *io, uint32_t ep
 	rq->obj.oid = io->oid;
 	rq->obj.copies = (uint8_t)io->copies;
 	rq->obj.offset = io->off;
+	if (io->cow) {
+		rq->flags |= SD_FLAG_CMD_COW;
+		rq->create.wr_offset = io->wr_off;
+		rq->create.wr_length = io->wr_len;
+	}
 }
 
 /* one request to one remote node, synchronously */
@@ -328,8 +340,14 @@ static int create_cow(const struct sd_req *rq, void *data)
 		return SD_RES_NO_MEM;
 	ret = gateway_obj_read(rq->obj.cow_oid, buf, size, 0, 0);
 	if (ret == SD_RES_SUCCESS) {
-		struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, buf, size, 0,
-				    is_sync(rq), 0 };
+		struct gw_io io = { .opcode = SD_OP_CREATE_AND_WRITE_PEER,
+				    .oid = rq->obj.oid,
+				    .buf = buf,
+				    .len = size,
+				    .sync = is_sync(rq),
+				    .cow = true,
+				    .wr_off = (uint32_t)rq->obj.offset,
+				    .wr_len = rq->data_length };
 		memcpy((char *)buf + rq->obj.offset, data, rq->data_length);
 		ret = do_io(&io);
 	} else {

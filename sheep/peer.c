@@ -227,10 +227,15 @@ int peer_op_create_and_write(struct request *req)
 
 	if (ret)
 		return ret;
-	if (!(rq->flags & SD_FLAG_CMD_WRITE) || (rq->flags & SD_FLAG_CMD_COW))
+	if (!(rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
-	return sd_store->create_and_write(rq->obj.oid, 0, req->data, rq->data_length,
-					  rq->obj.offset, is_sync(rq));
+	/* the client's write is the payload, or lies inside it (a whole COW object) */
+	if (rq->flags & SD_FLAG_CMD_COW)
+		return replica_create_and_write(rq->obj.oid, req->data, rq->data_length,
+						rq->obj.offset, rq->create.wr_offset,
+						rq->create.wr_length, is_sync(rq));
+	return replica_create_and_write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
+					rq->obj.offset, rq->data_length, is_sync(rq));
 }
 
 int peer_op_remove(struct request *req)

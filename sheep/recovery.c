@@ -43,14 +43,12 @@
 #include "sheep_priv.h"
 #include "store/store.h"
 
-#define NR_OID_LOCKS 64
 #define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
 #define JOIN_SLEEP_MS 100
 #define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
 #define JOIN_MAX_LOGS 64 /* epoch history learned when joining */
 #define NR_FETCHERS 2	  /* objects fetched at once by a recovery run */
 
-static pthread_mutex_t oid_locks[NR_OID_LOCKS];
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sd_recovery_info info; /* under info_lock */
 static struct work_queue *recovery_wq;
@@ -68,9 +66,10 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* the replica layer's lock of oid: creates of oid wait for its fetch */
 static pthread_mutex_t *oid_lock(uint64_t oid)
 {
-	return &oid_locks[(oid ^ (oid >> 32)) % NR_OID_LOCKS];
+	return replica_oid_lock(oid);
 }
 
 static void set_info(uint32_t epoch, uint32_t state)
@@ -738,8 +737,6 @@ int recovery_op_fetch(struct request *req)
 
 int recovery_init(void)
 {
-	for (int i = 0; i < NR_OID_LOCKS; i++)
-		pthread_mutex_init(&oid_locks[i], NULL);
 	recovery_wq = wq_create("recovery", 1);
 	return recovery_wq ? 0 : -ENOMEM;
 }
