@@ -198,6 +198,15 @@ int vdi_op_release(struct request *req);
 int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
 int vdi_op_get_locks(struct request *req);
+/* what an object op needs to know about a live VDI, read at once */
+struct vdi_attr {
+	uint8_t shift;	   /* log2 of its object size */
+	uint8_t nr_copies; /* 0: unknown */
+	bool snapshot;	   /* its data is frozen */
+	uint64_t size;	   /* vdi_size */
+};
+/* SD_RES_SUCCESS, or SD_RES_NO_VDI when vid is unknown or deleted */
+int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
 /* what an object op needs to know about a vid; SD_RES_NO_VDI if unknown */
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */

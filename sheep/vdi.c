@@ -164,6 +164,24 @@ int vdi_init(void)
 	return ret ? -EIO : 0;
 }
 
+int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
+{
+	struct vdi_state *s;
+	int ret = SD_RES_NO_VDI;
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	s = lookup_vid(vid);
+	if (s && !s->deleted) {
+		attr->shift = s->shift;
+		attr->nr_copies = s->nr_copies;
+		attr->snapshot = s->snapshot;
+		attr->size = s->size;
+		ret = SD_RES_SUCCESS;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	return ret;
+}
+
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 {
 	struct vdi_state *s;

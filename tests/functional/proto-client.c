@@ -382,6 +382,7 @@ static const struct {
 	{ "unformatted", scenario_unformatted },
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
+	{ "inode-write", scenario_inode_write },
 };
 
 static void usage(void)

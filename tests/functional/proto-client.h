@@ -86,4 +86,7 @@ int scenario_bad_name(void);
 int scenario_garbage(void);
 int scenario_unformatted(void);
 
+/* the data-path scenarios (proto-inode.c) */
+int scenario_inode_write(void);
+
 #endif
