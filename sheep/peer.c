@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "proto_util.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
@@ -184,7 +185,8 @@ static int check_peer(const struct sd_req *rq, bool has_obj)
 		return SD_RES_NEW_NODE_VER;
 	if (!has_obj)
 		return SD_RES_SUCCESS;
-	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE)
+	if (!oid_is_valid(rq->obj.oid) ||
+	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length))
 		return SD_RES_INVALID_PARMS;
 	return SD_RES_SUCCESS;
 }

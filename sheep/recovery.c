@@ -723,7 +723,8 @@ int recovery_op_fetch(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	int ret;
 
-	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE ||
+	if (!oid_is_valid(rq->obj.oid) ||
+	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length) ||
 	    (rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
 	if (rq->flags & SD_FLAG_CMD_STALE)

@@ -383,6 +383,7 @@ static const struct {
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
 	{ "inode-write", scenario_inode_write },
+	{ "create", scenario_create },
 };
 
 static void usage(void)

@@ -88,5 +88,6 @@ int scenario_unformatted(void);
 
 /* the data-path scenarios (proto-inode.c) */
 int scenario_inode_write(void);
+int scenario_create(void);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * The data-path scenarios of proto-client: what a client may write into an
- * inode, and copy-on-write creates after such writes.
+ * inode, copy-on-write creates after such writes, and VDIs of any object
+ * size.
  *
  * Each prints one line per request with the result it got; a result other
  * than the expected one is a FAIL line.
@@ -263,4 +264,29 @@ int scenario_inode_write(void)
 	free(h);
 	free(orig);
 	return nr_fail ? 1 : 0;
+}
+
+/*
+ * create: NEW_VDI $PC_VDI of $PC_SIZE bytes with $PC_SHIFT (object size)
+ * and $PC_COPIES (0: the cluster's), as QEMU's `qemu-img create -o
+ * object_size=...,redundancy=...` sends it
+ */
+int scenario_create(void)
+{
+	const char *name = getenv("PC_VDI"), *size = getenv("PC_SIZE");
+	const char *shift = getenv("PC_SHIFT"), *copies = getenv("PC_COPIES");
+	uint64_t sz, sh = SD_DEFAULT_BLOCK_SIZE_SHIFT, c = 0;
+	uint32_t vid = 0;
+	int ret;
+
+	if (!name || !size || sd_parse_uint(size, 1, UINT64_MAX, &sz) ||
+	    (shift && sd_parse_uint(shift, 0, 255, &sh)) ||
+	    (copies && sd_parse_uint(copies, 0, 255, &c))) {
+		fprintf(stderr, "create: set PC_VDI and PC_SIZE (PC_SHIFT, PC_COPIES)\n");
+		return 2;
+	}
+	ret = new_vdi(name, sz, 0, 0, (uint8_t)c, (uint8_t)sh, &vid);
+	step("NEW_VDI %s shift %u: %s", name, (unsigned)sh,
+	     ret < 0 ? "no reply" : res_name((uint32_t)ret));
+	return ret == SD_RES_SUCCESS ? 0 : 1;
 }
