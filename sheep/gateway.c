@@ -285,6 +285,9 @@ static int check_object(const struct sd_req *rq, bool write, struct vdi_attr *at
 	size = is_vdi_obj(oid) ? SD_INODE_SIZE : (UINT64_C(1) << attr->shift);
 	if (rq->obj.offset + rq->data_length > size)
 		return SD_RES_INVALID_PARMS;
+	/* no data object lies past the VDI's end (a size grows, never shrinks) */
+	if (!ret && is_data_obj(oid) && ((uint64_t)oid_to_idx(oid) << attr->shift) >= attr->size)
+		return SD_RES_INVALID_PARMS;
 	/* a snapshot's data is frozen: QEMU re-resolves on READONLY */
 	if (write && attr->snapshot && !is_vdi_obj(oid))
 		return SD_RES_READONLY;

@@ -101,7 +101,8 @@ static uint32_t object_size(uint64_t oid)
 
 	if (is_vdi_obj(oid))
 		return SD_INODE_SIZE;
-	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS || !shift) {
+	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS ||
+	    shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
 		cs = malloc(sizeof(*cs));
 		if (cs) {
 			group_get_state(cs);
@@ -109,7 +110,9 @@ static uint32_t object_size(uint64_t oid)
 			free(cs);
 		}
 	}
-	return UINT32_C(1) << (shift ? shift : SD_DEFAULT_BLOCK_SIZE_SHIFT);
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT)
+		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	return UINT32_C(1) << shift;
 }
 
 static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
@@ -712,7 +715,8 @@ int recovery_op_stat(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
 
 	pthread_mutex_lock(&info_lock);
-	memcpy(req->data, &info, len);
+	if (len) /* no buffer at all when data_length is 0 */
+		memcpy(req->data, &info, len);
 	pthread_mutex_unlock(&info_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;

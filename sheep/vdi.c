@@ -635,7 +635,8 @@ int vdi_op_read_vdis(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
 	pthread_rwlock_rdlock(&vdi_lock);
-	memcpy(req->data, vdi_bitmap, len);
+	if (len) /* no buffer at all when data_length is 0 */
+		memcpy(req->data, vdi_bitmap, len);
 	pthread_rwlock_unlock(&vdi_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;

@@ -89,5 +89,7 @@ int scenario_unformatted(void);
 /* the data-path scenarios (proto-inode.c) */
 int scenario_inode_write(void);
 int scenario_create(void);
+int scenario_past_end(void);
+int scenario_empty_answers(void);
 
 #endif

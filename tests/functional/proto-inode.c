@@ -1,7 +1,7 @@
 /*
  * The data-path scenarios of proto-client: what a client may write into an
- * inode, copy-on-write creates after such writes, and VDIs of any object
- * size.
+ * inode, copy-on-write creates after such writes, objects past a VDI's end,
+ * answers of no bytes, and VDIs of any object size.
  *
  * Each prints one line per request with the result it got; a result other
  * than the expected one is a FAIL line.
@@ -263,6 +263,87 @@ int scenario_inode_write(void)
 	alive("attacked");
 	free(h);
 	free(orig);
+	return nr_fail ? 1 : 0;
+}
+
+/*
+ * past-end: data objects past the end of a 1 GiB VDI of 4 MiB objects (256
+ * objects: index 255 is the last) are refused, whatever the request.
+ */
+int scenario_past_end(void)
+{
+	static char buf[4096];
+	uint64_t size;
+	uint32_t vid = 0;
+	int ret = new_vdi("short", UINT64_C(1) << 30, 0, 0, 0, SD_DEFAULT_BLOCK_SIZE_SHIFT, &vid);
+
+	if (expect("NEW_VDI short, 1 GiB", ret, SD_RES_SUCCESS))
+		return 1;
+	fill_pattern(buf, sizeof(buf), 3);
+	expect("CREATE_AND_WRITE_OBJ index 255 (the last)",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 255), 0, 0, buf,
+			 sizeof(buf)),
+	       SD_RES_SUCCESS);
+	expect("CREATE_AND_WRITE_OBJ index 256",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 256), 0, 0, buf,
+			 sizeof(buf)),
+	       SD_RES_INVALID_PARMS);
+	expect("CREATE_AND_WRITE_OBJ index 0xfffff",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0,
+			 buf, sizeof(buf)),
+	       SD_RES_INVALID_PARMS);
+	expect("WRITE_OBJ index 0xfffff",
+	       obj_write(SD_OP_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0, buf,
+			 sizeof(buf)),
+	       SD_RES_INVALID_PARMS);
+	expect("READ_OBJ index 0xfffff", obj_read(vid_to_data_oid(vid, 0xfffff), 0, buf, 512),
+	       SD_RES_INVALID_PARMS);
+	expect("READ_OBJ index 255", obj_read(vid_to_data_oid(vid, 255), 0, buf, 512),
+	       SD_RES_SUCCESS);
+	size = UINT64_C(2) << 30;
+	expect("vdi_size -> 2 GiB (QEMU's resize)",
+	       header_write(vid, offsetof(struct sd_inode_header, vdi_size), &size, 8),
+	       SD_RES_SUCCESS);
+	expect("CREATE_AND_WRITE_OBJ index 256, inside now",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 256), 0, 0, buf,
+			 sizeof(buf)),
+	       SD_RES_SUCCESS);
+	expect("CREATE_AND_WRITE_OBJ index 512",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 512), 0, 0, buf,
+			 sizeof(buf)),
+	       SD_RES_INVALID_PARMS);
+	alive("short");
+	return nr_fail ? 1 : 0;
+}
+
+/*
+ * empty-answers: requests that ask for no answer bytes at all (data_length
+ * 0) where an answer usually has some: every one answered, none touches a
+ * buffer that does not exist (UBSan reports that in the sanitizer build)
+ */
+int scenario_empty_answers(void)
+{
+	static const struct {
+		const char *label;
+		uint8_t ver, op;
+	} cases[] = {
+		{ "GET_NODE_LIST", SD_SHEEP_PROTO_VER, SD_OP_GET_NODE_LIST },
+		{ "STAT_SHEEP", SD_SHEEP_PROTO_VER, SD_OP_STAT_SHEEP },
+		{ "STAT_RECOVERY", SD_SHEEP_PROTO_VER, SD_OP_STAT_RECOVERY },
+		{ "STAT_CLUSTER", SD_SHEEP_PROTO_VER, SD_OP_STAT_CLUSTER },
+		{ "READ_VDIS", 0, SD_OP_READ_VDIS },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct sd_req h;
+		char label[64];
+
+		memset(&h, 0, sizeof(h));
+		h.proto_ver = cases[i].ver;
+		h.opcode = cases[i].op;
+		snprintf(label, sizeof(label), "%s with data_length 0", cases[i].label);
+		expect(label, run(&h, NULL, NULL, 0), SD_RES_SUCCESS);
+	}
 	return nr_fail ? 1 : 0;
 }
 
