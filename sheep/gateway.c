@@ -277,7 +277,8 @@ static int check_object(const struct sd_req *rq, bool write, struct vdi_attr *at
 		return ret;
 	if (ret) {
 		*attr = (struct vdi_attr){ .shift = SD_MAX_BLOCK_SIZE_SHIFT };
-	} else if (attr->shift < SD_MIN_BLOCK_SIZE_SHIFT || attr->shift > SD_MAX_BLOCK_SIZE_SHIFT) {
+	} else if (!is_vdi_obj(oid) &&
+		   (attr->shift < SD_MIN_BLOCK_SIZE_SHIFT || attr->shift > SD_MAX_BLOCK_SIZE_SHIFT)) {
 		sd_err("vid %06" PRIx32 " has an unusable object size (shift %u)", oid_to_vid(oid),
 		       attr->shift);
 		return SD_RES_EIO;
