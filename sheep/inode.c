@@ -46,8 +46,9 @@ int inode_check_write(const struct sd_inode_header *stored, uint64_t off, const 
 	     h.vdi_size > ((uint64_t)MAX_DATA_OBJS << stored->block_size_shift)))
 		return SD_RES_INVALID_PARMS;
 	if (stored->snap_ctime &&
-	    (memcmp(h.tag, stored->tag, sizeof(h.tag)) || h.vm_clock_nsec != stored->vm_clock_nsec ||
-	     h.vm_state_size != stored->vm_state_size || h.vdi_size != stored->vdi_size))
+	    (memcmp(h.tag, stored->tag, sizeof(h.tag)) ||
+	     h.vm_clock_nsec != stored->vm_clock_nsec || h.vm_state_size != stored->vm_state_size ||
+	     h.vdi_size != stored->vdi_size))
 		return SD_RES_INVALID_PARMS;
 	if (!memchr(h.tag, '\0', sizeof(h.tag)))
 		return SD_RES_INVALID_PARMS;

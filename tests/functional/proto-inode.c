@@ -194,7 +194,7 @@ int scenario_inode_write(void)
 	ret = obj_read(vid_to_vdi_oid(vid), 0, h, sizeof(*h));
 	step("the header after the refused writes: %s",
 	     ret == SD_RES_SUCCESS && !memcmp(h, orig, sizeof(*h)) ? "as last accepted"
-								    : "CHANGED");
+								   : "CHANGED");
 	check(ret == SD_RES_SUCCESS && !memcmp(h, orig, sizeof(*h)), "header changed");
 
 	/*
@@ -202,8 +202,8 @@ int scenario_inode_write(void)
 	 * working VDI's shift rewritten (32: its objects would be 4 GiB, and
 	 * 1 << 32 in 32 bits is 1), then a COW create of object 1.
 	 */
-	if (expect("NEW_VDI attacked", new_vdi("attacked", 64 * MiB, 0, 0, 0,
-					       SD_DEFAULT_BLOCK_SIZE_SHIFT, &snap),
+	if (expect("NEW_VDI attacked",
+		   new_vdi("attacked", 64 * MiB, 0, 0, 0, SD_DEFAULT_BLOCK_SIZE_SHIFT, &snap),
 		   SD_RES_SUCCESS))
 		return 1;
 	fill_pattern(base, sizeof(base), 1);
@@ -222,15 +222,14 @@ int scenario_inode_write(void)
 
 		b = shifts[i];
 		snprintf(label, sizeof(label), "block_size_shift of the working vdi -> %u", b);
-		expect(label,
-		       header_write(work, offsetof(struct sd_inode_header, block_size_shift), &b,
-				    1),
-		       SD_RES_INVALID_PARMS);
+		expect(
+		    label,
+		    header_write(work, offsetof(struct sd_inode_header, block_size_shift), &b, 1),
+		    SD_RES_INVALID_PARMS);
 	}
 	expect("COW CREATE_AND_WRITE_OBJ 64 KiB at 64 KiB of object 1",
-	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW,
-			 vid_to_data_oid(work, 1), vid_to_data_oid(snap, 1), 65536, data,
-			 sizeof(data)),
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW, vid_to_data_oid(work, 1),
+			 vid_to_data_oid(snap, 1), 65536, data, sizeof(data)),
 	       SD_RES_SUCCESS);
 	ret = obj_read(vid_to_data_oid(work, 1), 0, back, sizeof(back));
 	step("its first 64 KiB, from the snapshot: %s",
@@ -244,12 +243,12 @@ int scenario_inode_write(void)
 	step("its last 512 bytes: %s", ret < 0 ? "no reply" : res_name((uint32_t)ret));
 	check(ret == SD_RES_SUCCESS, "a 4 MiB object expected");
 	expect("COW CREATE_AND_WRITE_OBJ from another index",
-	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW,
-			 vid_to_data_oid(work, 2), vid_to_data_oid(snap, 1), 0, data, 512),
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW, vid_to_data_oid(work, 2),
+			 vid_to_data_oid(snap, 1), 0, data, 512),
 	       SD_RES_INVALID_PARMS);
 	expect("COW CREATE_AND_WRITE_OBJ from an inode",
-	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW,
-			 vid_to_data_oid(work, 1), vid_to_vdi_oid(snap), 0, data, 512),
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF | SD_FLAG_CMD_COW, vid_to_data_oid(work, 1),
+			 vid_to_vdi_oid(snap), 0, data, 512),
 	       SD_RES_INVALID_PARMS);
 	/* a snapshot's own fields are frozen */
 	ret = obj_read(vid_to_vdi_oid(snap), 0, h, sizeof(*h));
@@ -289,13 +288,13 @@ int scenario_past_end(void)
 			 sizeof(buf)),
 	       SD_RES_INVALID_PARMS);
 	expect("CREATE_AND_WRITE_OBJ index 0xfffff",
-	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0,
-			 buf, sizeof(buf)),
-	       SD_RES_INVALID_PARMS);
-	expect("WRITE_OBJ index 0xfffff",
-	       obj_write(SD_OP_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0, buf,
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0, buf,
 			 sizeof(buf)),
 	       SD_RES_INVALID_PARMS);
+	expect(
+	    "WRITE_OBJ index 0xfffff",
+	    obj_write(SD_OP_WRITE_OBJ, WF, vid_to_data_oid(vid, 0xfffff), 0, 0, buf, sizeof(buf)),
+	    SD_RES_INVALID_PARMS);
 	expect("READ_OBJ index 0xfffff", obj_read(vid_to_data_oid(vid, 0xfffff), 0, buf, 512),
 	       SD_RES_INVALID_PARMS);
 	expect("READ_OBJ index 255", obj_read(vid_to_data_oid(vid, 255), 0, buf, 512),

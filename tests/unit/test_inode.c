@@ -59,8 +59,7 @@ START_TEST(test_map_writes)
 	/* a write across the end of the header: the header part must match */
 	memset(big, 0, sizeof(big));
 	memcpy(big, (char *)&stored + SD_INODE_HEADER_SIZE - 100, 100);
-	ck_assert_int_eq(write_field(SD_INODE_HEADER_SIZE - 100, big, sizeof(big)),
-			 SD_RES_SUCCESS);
+	ck_assert_int_eq(write_field(SD_INODE_HEADER_SIZE - 100, big, sizeof(big)), SD_RES_SUCCESS);
 	big[99] = 1; /* the last byte of child_vdi_id[] */
 	ck_assert_int_eq(write_field(SD_INODE_HEADER_SIZE - 100, big, sizeof(big)),
 			 SD_RES_INVALID_PARMS);
