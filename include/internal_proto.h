@@ -40,8 +40,13 @@
  * SD_RES_OLD_NODE_VER (the sender is behind) or SD_RES_NEW_NODE_VER (the
  * sender is ahead) and the sender retries on its newest ring. Header as for
  * the public object ops (req.obj); data as READ_OBJ / WRITE_OBJ.
- * CREATE_AND_WRITE_PEER never carries COW: the gateway sends the whole
- * object. GET_OBJ_LIST answers the oids (uint64_t) stored on the peer.
+ * CREATE_AND_WRITE_PEER creates the object from its payload (zeros
+ * elsewhere); a peer that has the object already applies it as a write of
+ * the client's range only. Without SD_FLAG_CMD_COW the payload is the
+ * client's write. With it, the payload is the whole new object (the COW
+ * source with the client's write applied: the gateway reads the source)
+ * and req.create.wr_offset/wr_length name the client's write inside it.
+ * GET_OBJ_LIST answers the oids (uint64_t) stored on the peer.
  */
 #define SD_OP_READ_PEER 0xA0
 #define SD_OP_WRITE_PEER 0xA1

@@ -21,6 +21,20 @@ bool sd_is_internal_op(uint8_t opcode);
  */
 int sd_check_req_header(const struct sd_req *hdr);
 
+/*
+ * Does [off, off + len) lie inside the largest object oid may be (an inode,
+ * or a data or vmstate object of the largest object size)? For the nodes
+ * that store objects: the gateway has checked the range against the VDI's
+ * own object size already.
+ */
+static inline bool sd_obj_range_valid(uint64_t oid, uint64_t off, uint32_t len)
+{
+	uint64_t max = (oid & VDI_BIT) ? (uint64_t)SD_INODE_SIZE
+				       : UINT64_C(1) << SD_MAX_BLOCK_SIZE_SHIFT;
+
+	return off <= max && len <= max - off;
+}
+
 /* the first vid QEMU probes for a name: FNV-1a-64(name) mod 2^24 */
 uint32_t sd_name_to_vid(const char *name);
 

@@ -121,6 +121,16 @@ struct sd_req {
 			uint32_t flags;
 			uint32_t pad[4];
 		} cluster;
+		/* CREATE_AND_WRITE_PEER with SD_FLAG_CMD_COW (internal_proto.h) */
+		struct {
+			uint64_t oid;
+			uint32_t wr_offset; /* the client's write inside the payload */
+			uint32_t wr_length;
+			uint8_t copies;
+			uint8_t copy_policy;
+			uint8_t reserved[6];
+			uint64_t offset;
+		} create;
 		struct {
 			uint32_t tracer_flags;
 			uint32_t depth;
@@ -238,6 +248,9 @@ _Static_assert(offsetof(struct sd_inode, data_vdi_id) == SD_INODE_HEADER_SIZE,
 _Static_assert(sizeof(struct sd_inode) == SD_INODE_SIZE, "inode layout");
 _Static_assert(offsetof(struct sd_req, obj.offset) == 40, "obj req layout");
 _Static_assert(offsetof(struct sd_req, vdi.snapid) == 32, "vdi req layout");
+_Static_assert(offsetof(struct sd_req, create.copies) == offsetof(struct sd_req, obj.copies) &&
+		       offsetof(struct sd_req, create.offset) == offsetof(struct sd_req, obj.offset),
+	       "peer create layout");
 _Static_assert(offsetof(struct sd_rsp, vdi.vdi_id) == 24, "vdi rsp layout");
 _Static_assert(offsetof(struct sd_rsp, cluster.block_size_shift) == 22, "cluster rsp layout");
 

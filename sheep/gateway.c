@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "inode.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
@@ -41,6 +42,9 @@ struct gw_io {
 	uint64_t off;
 	bool sync;
 	int copies;
+	/* a create whose payload is a whole COW object: the client's write in it */
+	bool cow;
+	uint32_t wr_off, wr_len;
 };
 
 static bool retryable(int ret)
@@ -63,7 +67,11 @@ static int local_io(const struct gw_io *io)
 	case SD_OP_WRITE_PEER:
 		return recovery_write(io->oid, io->buf, io->len, io->off, io->sync);
 	case SD_OP_CREATE_AND_WRITE_PEER:
-		return sd_store->create_and_write(io->oid, 0, io->buf, io->len, io->off, io->sync);
+		if (io->cow)
+			return replica_create_and_write(io->oid, io->buf, io->len, io->off,
+							io->wr_off, io->wr_len, io->sync);
+		return replica_create_and_write(io->oid, io->buf, io->len, io->off, io->off,
+						io->len, io->sync);
 	case SD_OP_REMOVE_PEER:
 		return sd_store->remove(io->oid);
 	default:
@@ -85,6 +93,11 @@ static void make_peer_req(struct sd_req *rq, const struct gw_io *io, uint32_t ep
 	rq->obj.oid = io->oid;
 	rq->obj.copies = (uint8_t)io->copies;
 	rq->obj.offset = io->off;
+	if (io->cow) {
+		rq->flags |= SD_FLAG_CMD_COW;
+		rq->create.wr_offset = io->wr_off;
+		rq->create.wr_length = io->wr_len;
+	}
 }
 
 /* one request to one remote node, synchronously */
@@ -245,28 +258,39 @@ int gateway_obj_remove(uint64_t oid, int copies)
 }
 
 /*
- * The size of oid's object, and whether a client may write it. A VDI that
- * another node just created may not be applied here yet: a write waits for
- * it a little.
+ * Resolve once what a client's object request needs of its VDI (attr: the
+ * object size, the copies, whether the data is frozen) and check the
+ * request against it. A VDI that another node just created may not be
+ * applied here yet: a write waits for it a little. A read of an object of
+ * a VDI unknown here may be of any object size. SD_RES_*.
  */
-static int check_object(const struct sd_req *rq, bool write)
+static int check_object(const struct sd_req *rq, bool write, struct vdi_attr *attr)
 {
 	uint64_t oid = rq->obj.oid, size;
-	uint8_t shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	bool snapshot = false;
-	int ret = vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot);
+	int ret = vdi_get_attr(oid_to_vid(oid), attr);
 
 	for (int i = 0; ret == SD_RES_NO_VDI && write && i < 100; i++) {
 		sleep_ms(10);
-		ret = vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot);
+		ret = vdi_get_attr(oid_to_vid(oid), attr);
 	}
 	if (ret && write)
 		return ret;
-	size = is_vdi_obj(oid) ? SD_INODE_SIZE : (UINT64_C(1) << shift);
+	if (ret) {
+		*attr = (struct vdi_attr){ .shift = SD_MAX_BLOCK_SIZE_SHIFT };
+	} else if (!is_vdi_obj(oid) &&
+		   (attr->shift < SD_MIN_BLOCK_SIZE_SHIFT || attr->shift > SD_MAX_BLOCK_SIZE_SHIFT)) {
+		sd_err("vid %06" PRIx32 " has an unusable object size (shift %u)", oid_to_vid(oid),
+		       attr->shift);
+		return SD_RES_EIO;
+	}
+	size = is_vdi_obj(oid) ? SD_INODE_SIZE : (UINT64_C(1) << attr->shift);
 	if (rq->obj.offset + rq->data_length > size)
 		return SD_RES_INVALID_PARMS;
+	/* no data object lies past the VDI's end (a size grows, never shrinks) */
+	if (!ret && is_data_obj(oid) && ((uint64_t)oid_to_idx(oid) << attr->shift) >= attr->size)
+		return SD_RES_INVALID_PARMS;
 	/* a snapshot's data is frozen: QEMU re-resolves on READONLY */
-	if (write && snapshot && !is_vdi_obj(oid))
+	if (write && attr->snapshot && !is_vdi_obj(oid))
 		return SD_RES_READONLY;
 	return SD_RES_SUCCESS;
 }
@@ -281,13 +305,40 @@ int gateway_read_obj(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	struct gw_io io = { SD_OP_READ_PEER, rq->obj.oid, req->data, rq->data_length,
 			    rq->obj.offset, true, 0 };
-	int ret = check_object(rq, false);
+	struct vdi_attr attr;
+	int ret = check_object(rq, false, &attr);
 
 	if (ret)
 		return ret;
+	io.copies = attr.nr_copies;
 	ret = do_io(&io);
 	if (ret == SD_RES_SUCCESS)
 		req->rp.data_length = rq->data_length;
+	return ret;
+}
+
+/*
+ * A client's write to an inode's header changes only what QEMU's driver
+ * changes (inode.c), checked against the header the replicas hold.
+ */
+static int check_inode_write(const struct sd_req *rq, const void *data, int copies)
+{
+	struct sd_inode_header *h;
+	int ret;
+
+	if (!is_vdi_obj(rq->obj.oid) || rq->obj.offset >= SD_INODE_HEADER_SIZE)
+		return SD_RES_SUCCESS;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return SD_RES_NO_MEM;
+	ret = gateway_obj_read(rq->obj.oid, h, SD_INODE_HEADER_SIZE, 0, copies);
+	if (ret == SD_RES_SUCCESS)
+		ret = inode_check_write(h, rq->obj.offset, data, rq->data_length);
+	free(h);
+	if (ret == SD_RES_INVALID_PARMS)
+		sd_warn("refused a write of %" PRIu32 " bytes at %" PRIu64
+			" to the header of vid %06" PRIx32 ": only QEMU's fields may change",
+			rq->data_length, rq->obj.offset, oid_to_vid(rq->obj.oid));
 	return ret;
 }
 
@@ -296,8 +347,13 @@ int gateway_write_obj(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	struct gw_io io = { SD_OP_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
 			    rq->obj.offset, is_sync(rq), 0 };
-	int ret = check_object(rq, true);
+	struct vdi_attr attr;
+	int ret = check_object(rq, true, &attr);
 
+	if (ret)
+		return ret;
+	io.copies = attr.nr_copies;
+	ret = check_inode_write(rq, req->data, attr.nr_copies);
 	if (ret)
 		return ret;
 	/* a header write: request.c broadcasts NOTIFY_VDI_HEADER before the reply */
@@ -305,23 +361,26 @@ int gateway_write_obj(struct request *req)
 }
 
 /* COW: the whole source object with the write applied, as one plain create */
-static int create_cow(const struct sd_req *rq, void *data)
+static int create_cow(const struct sd_req *rq, void *data, const struct vdi_attr *attr)
 {
-	uint8_t shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	bool snapshot;
-	uint32_t size;
+	uint32_t size = UINT32_C(1) << attr->shift;
 	void *buf;
 	int ret;
 
-	vdi_lookup_attr(oid_to_vid(rq->obj.oid), &shift, &snapshot);
-	size = UINT32_C(1) << shift;
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
 	ret = gateway_obj_read(rq->obj.cow_oid, buf, size, 0, 0);
 	if (ret == SD_RES_SUCCESS) {
-		struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, buf, size, 0,
-				    is_sync(rq), 0 };
+		struct gw_io io = { .opcode = SD_OP_CREATE_AND_WRITE_PEER,
+				    .oid = rq->obj.oid,
+				    .buf = buf,
+				    .len = size,
+				    .sync = is_sync(rq),
+				    .copies = attr->nr_copies,
+				    .cow = true,
+				    .wr_off = (uint32_t)rq->obj.offset,
+				    .wr_len = rq->data_length };
 		memcpy((char *)buf + rq->obj.offset, data, rq->data_length);
 		ret = do_io(&io);
 	} else {
@@ -334,20 +393,28 @@ static int create_cow(const struct sd_req *rq, void *data)
 int gateway_create_and_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
-	struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
-			    rq->obj.offset, is_sync(rq), 0 };
+	bool cow = rq->flags & SD_FLAG_CMD_COW;
+	struct vdi_attr attr;
 	int ret;
 
 	/* inodes are made by NEW_VDI only */
 	if (is_vdi_obj(rq->obj.oid))
 		return SD_RES_INVALID_PARMS;
-	ret = check_object(rq, true);
+	/* a COW source is the same data object of another VDI */
+	if (cow && (!is_data_obj(rq->obj.oid) || !is_data_obj(rq->obj.cow_oid) ||
+		    oid_to_idx(rq->obj.cow_oid) != oid_to_idx(rq->obj.oid)))
+		return SD_RES_INVALID_PARMS;
+	ret = check_object(rq, true, &attr);
 	if (ret)
 		return ret;
-	if (rq->flags & SD_FLAG_CMD_COW)
-		ret = create_cow(rq, req->data);
-	else
+	if (cow) {
+		ret = create_cow(rq, req->data, &attr);
+	} else {
+		struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, req->data,
+				    rq->data_length, rq->obj.offset, is_sync(rq),
+				    attr.nr_copies };
 		ret = do_io(&io);
+	}
 	return ret;
 }
 

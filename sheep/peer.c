@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "proto_util.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 
@@ -184,7 +185,8 @@ static int check_peer(const struct sd_req *rq, bool has_obj)
 		return SD_RES_NEW_NODE_VER;
 	if (!has_obj)
 		return SD_RES_SUCCESS;
-	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE)
+	if (!oid_is_valid(rq->obj.oid) ||
+	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length))
 		return SD_RES_INVALID_PARMS;
 	return SD_RES_SUCCESS;
 }
@@ -227,10 +229,15 @@ int peer_op_create_and_write(struct request *req)
 
 	if (ret)
 		return ret;
-	if (!(rq->flags & SD_FLAG_CMD_WRITE) || (rq->flags & SD_FLAG_CMD_COW))
+	if (!(rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
-	return sd_store->create_and_write(rq->obj.oid, 0, req->data, rq->data_length,
-					  rq->obj.offset, is_sync(rq));
+	/* the client's write is the payload, or lies inside it (a whole COW object) */
+	if (rq->flags & SD_FLAG_CMD_COW)
+		return replica_create_and_write(rq->obj.oid, req->data, rq->data_length,
+						rq->obj.offset, rq->create.wr_offset,
+						rq->create.wr_length, is_sync(rq));
+	return replica_create_and_write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
+					rq->obj.offset, rq->data_length, is_sync(rq));
 }
 
 int peer_op_remove(struct request *req)

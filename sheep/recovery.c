@@ -46,7 +46,6 @@
 #include "sheep_priv.h"
 #include "store/store.h"
 
-#define NR_OID_LOCKS 64
 #define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
 #define JOIN_SLEEP_MS 100
 #define LIST_TRIES 50	  /* epoch mismatches tolerated when listing a node */
@@ -55,7 +54,6 @@
 #define RETRY_MIN_MS 1000 /* failed objects are fetched again after this, */
 #define RETRY_MAX_MS 8000 /* doubled up to this */
 
-static pthread_mutex_t oid_locks[NR_OID_LOCKS];
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sd_recovery_info info; /* under info_lock */
 static struct work_queue *recovery_wq;
@@ -73,9 +71,10 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* the replica layer's lock of oid: creates of oid wait for its fetch */
 static pthread_mutex_t *oid_lock(uint64_t oid)
 {
-	return &oid_locks[(oid ^ (oid >> 32)) % NR_OID_LOCKS];
+	return replica_oid_lock(oid);
 }
 
 static void set_info(uint32_t epoch, uint32_t state)
@@ -107,7 +106,8 @@ static uint32_t object_size(uint64_t oid)
 
 	if (is_vdi_obj(oid))
 		return SD_INODE_SIZE;
-	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS || !shift) {
+	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS ||
+	    shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
 		cs = malloc(sizeof(*cs));
 		if (cs) {
 			group_get_state(cs);
@@ -115,7 +115,9 @@ static uint32_t object_size(uint64_t oid)
 			free(cs);
 		}
 	}
-	return UINT32_C(1) << (shift ? shift : SD_DEFAULT_BLOCK_SIZE_SHIFT);
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT)
+		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	return UINT32_C(1) << shift;
 }
 
 static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
@@ -802,7 +804,8 @@ int recovery_op_stat(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
 
 	sd_mutex_lock(&info_lock);
-	memcpy(req->data, &info, len);
+	if (len) /* no buffer at all when data_length is 0 */
+		memcpy(req->data, &info, len);
 	sd_mutex_unlock(&info_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
@@ -813,7 +816,8 @@ int recovery_op_fetch(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	int ret;
 
-	if (!oid_is_valid(rq->obj.oid) || rq->obj.offset + rq->data_length > SD_INODE_SIZE ||
+	if (!oid_is_valid(rq->obj.oid) ||
+	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length) ||
 	    (rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
 	if (rq->flags & SD_FLAG_CMD_STALE)
@@ -827,8 +831,6 @@ int recovery_op_fetch(struct request *req)
 
 int recovery_init(void)
 {
-	for (int i = 0; i < NR_OID_LOCKS; i++)
-		pthread_mutex_init(&oid_locks[i], NULL);
 	recovery_wq = wq_create("recovery", 1);
 	return recovery_wq ? 0 : -ENOMEM;
 }

@@ -181,6 +181,19 @@ int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen);
 int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
 		 void *rdata, struct sd_rsp *rsp);
 
+/*
+ * replica.c: this node's copy of an object. The lock of oid (shared by
+ * several objects) orders its creates and recovery's fetch of it.
+ */
+pthread_mutex_t *replica_oid_lock(uint64_t oid);
+/*
+ * Create oid from the len bytes of buf at off (zeros elsewhere), or, when
+ * it exists here already, write only the client's range [wr_off, wr_off +
+ * wr_len), which lies inside the payload's. SD_RES_*.
+ */
+int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off,
+			     uint64_t wr_off, uint32_t wr_len, bool sync);
+
 /* recovery.c: joining a running cluster, and objects to their places */
 int recovery_init(void);
 /* main thread: this node joined a running cluster; learn its state */
@@ -207,6 +220,15 @@ int vdi_op_release(struct request *req);
 int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
 int vdi_op_get_locks(struct request *req);
+/* what an object op needs to know about a live VDI, read at once */
+struct vdi_attr {
+	uint8_t shift;	   /* log2 of its object size */
+	uint8_t nr_copies; /* 0: unknown */
+	bool snapshot;	   /* its data is frozen */
+	uint64_t size;	   /* vdi_size */
+};
+/* SD_RES_SUCCESS, or SD_RES_NO_VDI when vid is unknown or deleted */
+int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
 /* what an object op needs to know about a vid; SD_RES_NO_VDI if unknown */
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */

@@ -193,6 +193,24 @@ int vdi_init(void)
 	return ret ? -EIO : 0;
 }
 
+int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
+{
+	struct vdi_state *s;
+	int ret = SD_RES_NO_VDI;
+
+	pthread_rwlock_rdlock(&vdi_lock);
+	s = lookup_vid(vid);
+	if (s && !s->deleted) {
+		attr->shift = s->shift;
+		attr->nr_copies = s->nr_copies;
+		attr->snapshot = s->snapshot;
+		attr->size = s->size;
+		ret = SD_RES_SUCCESS;
+	}
+	pthread_rwlock_unlock(&vdi_lock);
+	return ret;
+}
+
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 {
 	struct vdi_state *s;
@@ -799,7 +817,8 @@ int vdi_op_read_vdis(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
 	sd_rw_rdlock(&vdi_lock);
-	memcpy(req->data, vdi_bitmap, len);
+	if (len) /* no buffer at all when data_length is 0 */
+		memcpy(req->data, vdi_bitmap, len);
 	sd_rw_unlock(&vdi_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;

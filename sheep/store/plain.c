@@ -1,7 +1,9 @@
 /*
  * The plain store: one file per object under DIR/obj, named by the oid in
  * 16 hex digits. New objects are written to a temporary file and renamed
- * into place, so an object appears whole or not at all. DIR/obj/.stale
+ * into place, so an object appears whole or not at all; the rename never
+ * replaces an object that another create published meanwhile (the replica
+ * layer orders creates of one object; this is the last line). DIR/obj/.stale
  * keeps the objects that a rejoining node set aside (store.h, stale_all).
  */
 #include <dirent.h>
@@ -152,15 +154,28 @@ static int copy_object(uint64_t cow_oid, int fd)
 	return ret;
 }
 
+/*
+ * Move tmp to name unless name exists: 0, -EEXIST, or -errno. One syscall
+ * where the filesystem has RENAME_NOREPLACE, a link and an unlink where not.
+ */
+static int publish(const char *tmp, const char *name)
+{
+	if (renameat2(obj_dir_fd, tmp, obj_dir_fd, name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(obj_dir_fd, tmp, obj_dir_fd, name, 0) < 0)
+		return -errno;
+	unlinkat(obj_dir_fd, tmp, 0);
+	return 0;
+}
+
 static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
 				  uint64_t off, bool sync)
 {
 	struct obj_name name = obj_name(oid);
 	char tmp[64];
 	int fd, ret = 0;
-
-	if (faccessat(obj_dir_fd, name.s, F_OK, 0) == 0)
-		return plain_write(oid, buf, len, off, sync);
 
 	snprintf(tmp, sizeof(tmp), ".tmp.%s.%ld", name.s, (long)syscall(SYS_gettid));
 	fd = openat(obj_dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -185,10 +200,13 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	}
 	close(fd);
 	fd = -1;
-	if (renameat(obj_dir_fd, tmp, obj_dir_fd, name.s) < 0) {
-		ret = -errno;
-		goto out_unlink;
+	ret = publish(tmp, name.s);
+	if (ret == -EEXIST) { /* created meanwhile: the write applies to it */
+		unlinkat(obj_dir_fd, tmp, 0);
+		return plain_write(oid, buf, len, off, sync);
 	}
+	if (ret)
+		goto out_unlink;
 	if (sync)
 		fsync(obj_dir_fd);
 	return SD_RES_SUCCESS;

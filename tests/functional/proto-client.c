@@ -5,7 +5,8 @@
  *   proto-client -p PORT SCENARIO
  *
  * Scenarios: qemu, pipeline, bad-opcode, bad-length, short-body, bad-range, bad-name,
- * garbage, unformatted. Exit status 0 when every check passed.
+ * garbage, unformatted, lock, release; inode-write, create, past-end, empty-answers
+ * (proto-inode.c). Exit status 0 when every check passed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -386,6 +387,10 @@ static const struct {
 	{ "lookup", scenario_lookup },
 	{ "set-tag", scenario_set_tag },
 	{ "snapshot", scenario_snapshot },
+	{ "inode-write", scenario_inode_write },
+	{ "create", scenario_create },
+	{ "past-end", scenario_past_end },
+	{ "empty-answers", scenario_empty_answers },
 };
 
 static void usage(void)

@@ -91,5 +91,10 @@ int scenario_wedge(void);
 int scenario_lookup(void);
 int scenario_set_tag(void);
 int scenario_snapshot(void);
+/* the data-path scenarios (proto-inode.c) */
+int scenario_inode_write(void);
+int scenario_create(void);
+int scenario_past_end(void);
+int scenario_empty_answers(void);
 
 #endif
