@@ -3,7 +3,7 @@
 # Run as root. Quiet unless something fails.
 set -e
 # python3 and iproute2 (ip, ss): functional tests use them
-PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2"
+PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev python3 iproute2 qemu-utils libnbd-bin nbdkit"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -208,6 +208,10 @@ void request_done(struct request *req)
 	struct client_info *ci = req->ci;
 	int result = req->rp.result;
 
+	if (req->done) {
+		req->done(req);
+		return;
+	}
 	if (ci->dead) {
 		free_request(req);
 		return;

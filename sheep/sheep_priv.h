@@ -32,6 +32,8 @@ struct request {
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
 	int nr_members;	 /* cluster size when the op was delivered */
 	uint64_t token;	 /* names the request in its broadcast */
+	/* set for a request the daemon made itself (NBD's locks): called instead of a reply */
+	void (*done)(struct request *req);
 };
 
 enum op_type {
@@ -73,6 +75,8 @@ struct sheep_config {
 	const char *obj_dir;
 	int port;
 	const char *bind_addr;
+	const char *nbd_addr; /* --nbd: NULL = every address */
+	int nbd_port;	      /* 0: no NBD export */
 	uint32_t zone;
 	bool shutting_down;
 	int exit_status; /* non-zero: the daemon stops because it failed */
@@ -198,6 +202,9 @@ void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
 int vdi_sync_from(const struct sd_node_id *nid);
 /* remove every VDI's state (after format) */
 void vdi_reset(void);
+
+/* nbd.c: NBD export of the VDIs on addr:port, with nr_threads workers: 0 or -errno */
+int nbd_init(const char *addr, int port, int nr_threads);
 
 /* gateway.c: client object I/O */
 int gateway_read_obj(struct request *req);
