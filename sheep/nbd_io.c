@@ -53,6 +53,8 @@ uint32_t nbd_errno(int res)
 	}
 }
 
+static int resolve(const char *name, const char *tag, uint32_t snapid, uint32_t *vid);
+
 static uint32_t obj_size(const struct nbd_export *e)
 {
 	return UINT32_C(1) << e->shift;
@@ -81,14 +83,14 @@ static int obj_read(const struct nbd_export *e, uint32_t vid, uint32_t idx, void
 	return gateway_read_obj(&r);
 }
 
-/* write (or create, with cow_vid: from that VDI's object) idx of the export's VDI */
-static int obj_write(const struct nbd_export *e, uint32_t idx, const void *buf, uint32_t len,
-		     uint32_t off, bool create, uint32_t cow_vid, bool sync)
+/* write (or create, with cow_vid: from that VDI's object) object idx of vid */
+static int obj_write(const struct nbd_export *e, uint32_t vid, uint32_t idx, const void *buf,
+		     uint32_t len, uint32_t off, bool create, uint32_t cow_vid, bool sync)
 {
 	struct request r;
 
 	init_obj_req(&r, create ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ,
-		     vid_to_data_oid(e->vid, idx), (void *)buf, len, off, e->copies);
+		     vid_to_data_oid(vid, idx), (void *)buf, len, off, e->copies);
 	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
 	if (create && cow_vid) {
 		r.rq.flags |= SD_FLAG_CMD_COW;
@@ -97,12 +99,18 @@ static int obj_write(const struct nbd_export *e, uint32_t idx, const void *buf, 
 	return create ? gateway_create_and_write_obj(&r) : gateway_write_obj(&r);
 }
 
-/* the inode's entry for idx */
-static int set_entry(const struct nbd_export *e, uint32_t idx, uint32_t vid, bool sync)
+/* vid's inode entry for idx becomes val */
+static int set_entry(const struct nbd_export *e, uint32_t vid, uint32_t idx, uint32_t val,
+		     bool sync)
 {
 	struct request r;
+	uint8_t shift;
+	bool snapshot;
 
-	init_obj_req(&r, SD_OP_WRITE_OBJ, vid_to_vdi_oid(e->vid), &vid, sizeof(vid),
+	/* the gateway lets inodes be written: a snapshot's map must stay as it is */
+	if (vdi_lookup_attr(vid, &shift, &snapshot) == SD_RES_SUCCESS && snapshot)
+		return SD_RES_READONLY;
+	init_obj_req(&r, SD_OP_WRITE_OBJ, vid_to_vdi_oid(vid), &val, sizeof(val),
 		     SD_INODE_HEADER_SIZE + (uint64_t)idx * sizeof(uint32_t), e->copies);
 	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
 	return gateway_write_obj(&r);
@@ -114,11 +122,12 @@ static bool is_busy(const struct nbd_export *e, uint32_t idx)
 }
 
 /*
- * The entry of idx once no change of it is in flight. With claim, the
- * object becomes busy (the caller changes the entry) unless want_own and
- * the entry is the VDI's own already.
+ * The entry of idx once no change of it is in flight, and in *vid the
+ * VDI's vid at that moment. With claim, the object becomes busy (the
+ * caller changes the entry) unless want_own and the entry is the VDI's own.
  */
-static uint32_t get_entry(struct nbd_export *e, uint32_t idx, bool claim, bool want_own)
+static uint32_t get_entry(struct nbd_export *e, uint32_t idx, bool claim, bool want_own,
+			  uint32_t *vid)
 {
 	uint32_t cur;
 
@@ -126,64 +135,124 @@ static uint32_t get_entry(struct nbd_export *e, uint32_t idx, bool claim, bool w
 	while (is_busy(e, idx))
 		pthread_cond_wait(&e->cond, &e->lock);
 	cur = e->map[idx];
+	*vid = e->vid;
 	if (claim && !(want_own && cur == e->vid))
 		e->busy[idx / 8] |= 1U << (idx % 8);
 	pthread_mutex_unlock(&e->lock);
 	return cur;
 }
 
-static void put_entry(struct nbd_export *e, uint32_t idx, uint32_t vid)
+static void put_entry(struct nbd_export *e, uint32_t idx, uint32_t val)
 {
 	pthread_mutex_lock(&e->lock);
-	e->map[idx] = vid;
+	e->map[idx] = val;
 	e->busy[idx / 8] &= ~(1U << (idx % 8));
 	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 }
 
-static void remove_own(const struct nbd_export *e, uint32_t idx)
+static void remove_own(const struct nbd_export *e, uint32_t vid, uint32_t idx)
 {
-	int ret = gateway_obj_remove(vid_to_data_oid(e->vid, idx), e->copies);
+	int ret = gateway_obj_remove(vid_to_data_oid(vid, idx), e->copies);
 
 	if (ret != SD_RES_SUCCESS && ret != SD_RES_NO_OBJ)
-		sd_warn("released object %016" PRIx64 " stays: %s", vid_to_data_oid(e->vid, idx),
+		sd_warn("released object %016" PRIx64 " stays: %s", vid_to_data_oid(vid, idx),
 			sd_strerror(ret));
+}
+
+/*
+ * The working VDI became a snapshot under the export (collie vdi snapshot)
+ * and its lock moved to the new working VDI: follow it, as QEMU's driver
+ * did on READONLY. The name resolves to the new VDI, whose map names the
+ * old objects (copied on their next write). Holds e->lock throughout, so
+ * that every request sees the old VDI or the new one. SD_RES_*.
+ */
+static int follow_snapshot(struct nbd_export *e, uint32_t stale)
+{
+	struct nbd_export tmp;
+	int ret = SD_RES_SUCCESS;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->vid != stale)
+		goto out_unlock; /* another request followed it already */
+	memset(&tmp, 0, sizeof(tmp));
+	snprintf(tmp.name, sizeof(tmp.name), "%s", e->name);
+	ret = resolve(tmp.name, "", 0, &tmp.vid);
+	if (ret == SD_RES_SUCCESS && tmp.vid == stale)
+		ret = SD_RES_READONLY;
+	if (ret == SD_RES_SUCCESS)
+		ret = nbd_export_load(&tmp, true);
+	if (ret == SD_RES_SUCCESS && (tmp.readonly || tmp.shift != e->shift))
+		ret = SD_RES_READONLY;
+	if (ret == SD_RES_SUCCESS) {
+		/* entries being changed keep theirs: their writers put them back */
+		for (uint32_t i = 0; i < e->nr_objs && i < tmp.nr_objs; i++)
+			if (is_busy(e, i))
+				tmp.map[i] = e->map[i];
+		free(e->map);
+		e->map = tmp.map;
+		tmp.map = NULL;
+		sd_info("nbd: vdi %s was snapshotted: the export follows it from %06" PRIx32
+			" to %06" PRIx32,
+			e->name, stale, tmp.vid);
+		e->vid = tmp.vid;
+		e->copies = tmp.copies;
+	}
+	free(tmp.map);
+	free(tmp.busy);
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return ret;
 }
 
 /* write len bytes of buf at off into object idx, creating it if needed */
 static int write_piece(struct nbd_export *e, uint32_t idx, const void *buf, uint32_t len,
 		       uint32_t off, bool sync)
 {
-	uint32_t cur = get_entry(e, idx, true, true);
 	bool whole = off == 0 && len == obj_size(e);
+	uint32_t vid, cur;
 	int ret;
 
-	if (cur == e->vid)
-		return obj_write(e, idx, buf, len, off, false, 0, sync);
-	ret = obj_write(e, idx, buf, len, off, true, whole ? 0 : cur, sync);
-	if (ret == SD_RES_SUCCESS) {
-		ret = set_entry(e, idx, e->vid, sync);
-		/* an object the map does not name must not leak into a later creation */
-		if (ret != SD_RES_SUCCESS)
-			remove_own(e, idx);
+	for (int tries = 0;; tries++) {
+		cur = get_entry(e, idx, true, true, &vid);
+		if (cur == vid) {
+			ret = obj_write(e, vid, idx, buf, len, off, false, 0, sync);
+		} else {
+			ret = obj_write(e, vid, idx, buf, len, off, true, whole ? 0 : cur, sync);
+			if (ret == SD_RES_SUCCESS) {
+				ret = set_entry(e, vid, idx, vid, sync);
+				/* an object the map does not name must not leak into a later
+				 * creation */
+				if (ret != SD_RES_SUCCESS)
+					remove_own(e, vid, idx);
+			}
+			put_entry(e, idx, ret == SD_RES_SUCCESS ? vid : cur);
+		}
+		if (ret != SD_RES_READONLY || e->readonly || tries == 2 ||
+		    follow_snapshot(e, vid) != SD_RES_SUCCESS)
+			return ret;
 	}
-	put_entry(e, idx, ret == SD_RES_SUCCESS ? e->vid : cur);
-	return ret;
 }
 
 /* the whole object idx reads as zeros from now on */
 static int release_piece(struct nbd_export *e, uint32_t idx, bool sync)
 {
-	uint32_t cur = get_entry(e, idx, true, false);
-	int ret = SD_RES_SUCCESS;
+	uint32_t vid, cur;
+	int ret;
 
-	if (cur) {
-		ret = set_entry(e, idx, 0, sync);
-		if (ret == SD_RES_SUCCESS && cur == e->vid)
-			remove_own(e, idx);
+	for (int tries = 0;; tries++) {
+		cur = get_entry(e, idx, true, false, &vid);
+		ret = SD_RES_SUCCESS;
+		if (cur) {
+			ret = set_entry(e, vid, idx, 0, sync);
+			if (ret == SD_RES_SUCCESS && cur == vid)
+				remove_own(e, vid, idx);
+		}
+		put_entry(e, idx, ret == SD_RES_SUCCESS ? 0 : cur);
+		if (ret != SD_RES_READONLY || tries == 2 ||
+		    follow_snapshot(e, vid) != SD_RES_SUCCESS)
+			return ret;
 	}
-	put_entry(e, idx, ret == SD_RES_SUCCESS ? 0 : cur);
-	return ret;
 }
 
 static void add_run(struct nbd_io *io, uint32_t off, uint32_t len, bool hole)
@@ -212,7 +281,7 @@ static int do_read(struct nbd_io *io)
 	uint32_t idx, off, len;
 
 	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
-		uint32_t vid = get_entry(e, idx, false, false);
+		uint32_t own, vid = get_entry(e, idx, false, false, &own);
 		char *p = (char *)io->buf + done;
 		int ret;
 
@@ -223,7 +292,7 @@ static int do_read(struct nbd_io *io)
 			continue;
 		}
 		ret = obj_read(e, vid, idx, p, len, off);
-		if (ret == SD_RES_NO_OBJ && vid != e->vid) {
+		if (ret == SD_RES_NO_OBJ && vid != own) {
 			/* an ancestor's object that was never written reads as zeros */
 			memset(p, 0, len);
 			ret = SD_RES_SUCCESS;
@@ -265,7 +334,7 @@ static int do_trim_or_zero(struct nbd_io *io)
 	bool sync = io->flags & NBD_CMD_FLAG_FUA;
 	void *zeros = NULL;
 	uint64_t done;
-	uint32_t idx, off, len;
+	uint32_t idx, off, len, vid;
 	int ret = SD_RES_SUCCESS;
 
 	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
@@ -277,7 +346,7 @@ static int do_trim_or_zero(struct nbd_io *io)
 			if (!zeros)
 				return SD_RES_NO_MEM;
 			/* an unallocated object reads as zeros already */
-			if (!get_entry(e, idx, false, false) && punch)
+			if (!get_entry(e, idx, false, false, &vid) && punch)
 				continue;
 			ret = write_piece(e, idx, zeros, len, off, sync);
 		}
@@ -324,8 +393,8 @@ static int do_block_status(struct nbd_io *io)
 	p = io->buf;
 	put_be32(p, NBD_META_ID_ALLOCATION);
 	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
-		uint32_t flags =
-		    get_entry(e, idx, false, false) ? 0 : NBD_STATE_HOLE | NBD_STATE_ZERO;
+		uint32_t own, entry = get_entry(e, idx, false, false, &own);
+		uint32_t flags = entry ? 0 : NBD_STATE_HOLE | NBD_STATE_ZERO;
 
 		if (len_at && flags == last_flags) {
 			uint32_t sum = ((uint32_t)len_at[0]) + len;

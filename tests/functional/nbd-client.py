@@ -6,6 +6,7 @@ Prints one line per observation; exits 0 unless the server misbehaved.
 """
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -137,6 +138,24 @@ def main():
         err, cookie, _ = simple_reply(s)
         print("write zeroes, no hole: error %d" % err)
         request(s, CMD_DISC, 4, 0, 0)
+        s.close()
+    elif scenario == "across-snapshot":
+        # write, let the command after "--" snapshot the VDI, write again on
+        # the same connection, read both back
+        cmd = sys.argv[sys.argv.index("--") + 1:]
+        s, size, _ = go(port, export)
+        request(s, CMD_WRITE, 1, 0, 1 << 20, b"\x01" * (1 << 20))
+        request(s, CMD_WRITE, 2, 4 << 20, 1 << 20, b"\x02" * (1 << 20))
+        print("before: errors %d %d" % (simple_reply(s)[0], simple_reply(s)[0]))
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        request(s, CMD_WRITE, 3, 4096, 4096, b"\x03" * 4096)
+        request(s, CMD_WRITE, 4, 8 << 20, 4096, b"\x04" * 4096)
+        print("after: errors %d %d" % (simple_reply(s)[0], simple_reply(s)[0]))
+        request(s, CMD_READ, 5, 0, 8192)
+        err, _, data = simple_reply(s, 8192)
+        ok = not err and data == b"\x01" * 4096 + b"\x03" * 4096
+        print("read back: %s" % ("ok" if ok else "wrong"))
+        request(s, CMD_DISC, 6, 0, 0)
         s.close()
     elif scenario == "hold":
         # keep a writable export open until killed
