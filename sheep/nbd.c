@@ -786,6 +786,8 @@ out:
 /* a whole option is in c->rx_buf */
 static void handle_option(struct nbd_conn *c)
 {
+	struct nbd_optwork *ow;
+
 	switch (c->opt) {
 	case NBD_OPT_EXPORT_NAME:
 	case NBD_OPT_INFO:
@@ -802,7 +804,12 @@ static void handle_option(struct nbd_conn *c)
 			send_rep_err(c, NBD_REP_ERR_INVALID, "LIST takes no data");
 			break;
 		}
-		queue_optwork(c, calloc(1, sizeof(struct nbd_optwork)), list_work, list_done);
+		ow = calloc(1, sizeof(*ow));
+		if (!ow) {
+			send_rep_err(c, NBD_REP_ERR_UNKNOWN, "out of memory");
+			break;
+		}
+		queue_optwork(c, ow, list_work, list_done);
 		return;
 	case NBD_OPT_STRUCTURED_REPLY:
 		if (c->rx_len) {

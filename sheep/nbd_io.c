@@ -182,7 +182,8 @@ static int follow_snapshot(struct nbd_export *e, uint32_t stale)
 		ret = SD_RES_READONLY;
 	if (ret == SD_RES_SUCCESS)
 		ret = nbd_export_load(&tmp, true);
-	if (ret == SD_RES_SUCCESS && (tmp.readonly || tmp.shift != e->shift))
+	if (ret == SD_RES_SUCCESS &&
+	    (tmp.readonly || tmp.shift != e->shift || tmp.nr_objs != e->nr_objs))
 		ret = SD_RES_READONLY;
 	if (ret == SD_RES_SUCCESS) {
 		/* entries being changed keep theirs: their writers put them back */
