@@ -713,13 +713,11 @@ static void opt_export(struct nbd_conn *c)
 	}
 	ow->export = strndup((const char *)p, nlen);
 	if (!ow->export || strlen(ow->export) != nlen) {
-		ow->export = ow->export ? ow->export : NULL;
+		optwork_free(ow);
 		if (c->opt == NBD_OPT_EXPORT_NAME) {
-			optwork_free(ow);
-			drop_conn(c, "export name with a NUL or out of memory");
+			drop_conn(c, "export name with a NUL byte (or out of memory)");
 			return;
 		}
-		optwork_free(ow);
 		send_rep_err(c, NBD_REP_ERR_INVALID, "export name with a NUL byte");
 		start_rx_header(c, NBD_ST_OPT);
 		return;
