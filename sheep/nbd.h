@@ -6,9 +6,11 @@
 #ifndef NBD_H
 #define NBD_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "list.h"
@@ -175,6 +177,99 @@ struct nbd_io {
 	uint8_t hdr[NBD_MAX_CHUNKS * 32 + 32];
 	struct iovec iov[2 * NBD_MAX_CHUNKS + 2];
 };
+
+/* ------------------------------------------------------------------ */
+/* nbd.c and nbd_opt.c: connections, on the main thread */
+
+enum nbd_state {
+	NBD_ST_FLAGS, /* waiting for the client's flags */
+	NBD_ST_OPT,   /* reading an option */
+	NBD_ST_WAIT,  /* an option is being processed off the main thread */
+	NBD_ST_TRANS, /* transmission */
+};
+
+struct nbd_conn {
+	int fd;
+	int refcnt; /* the connection + every work or ordered op that refers to it */
+	bool dead;
+	bool close_after_tx; /* once replies are sent and nothing is in flight */
+	uint32_t events;
+	enum nbd_state state;
+	char peer[64];
+
+	bool no_zeroes;
+	bool structured;
+	bool meta_alloc; /* base:allocation selected */
+	bool locked;	 /* holds the lock of exp's VDI */
+
+	/* rx: a fixed header, then rx_len bytes into rx_buf */
+	uint8_t hdr[28];
+	uint32_t hdr_len, hdr_done;
+	uint8_t *rx_buf;
+	uint32_t rx_len, rx_done;
+	struct nbd_io *rx_io;
+	uint32_t opt; /* the option being read or processed */
+
+	struct list_head tx_queue;
+	int nr_inflight;
+	uint64_t inflight_bytes;
+
+	struct nbd_export *exp;
+};
+
+struct nbd_msg {
+	struct nbd_tx tx;
+	struct iovec iov;
+	uint32_t len, cap;
+	uint8_t data[];
+};
+
+extern struct work_queue *nbd_wq;
+
+/* drop a reference; the last one frees c (and releases its lock) */
+void nbd_conn_put(struct nbd_conn *c);
+/* what epoll should wait for, from c's state */
+void nbd_update_events(struct nbd_conn *c);
+void nbd_close_conn(struct nbd_conn *c);
+/* end the connection of a client that broke the protocol, with a log line */
+void __attribute__((format(printf, 2, 3))) nbd_drop_conn(struct nbd_conn *c, const char *fmt, ...);
+/* send what is queued until the socket is full; closes a finished connection */
+void nbd_flush_tx(struct nbd_conn *c);
+/* expect the header of state st next (4 bytes of flags, an option, a request) */
+void nbd_start_rx_header(struct nbd_conn *c, enum nbd_state st);
+/* a handshake message: NULL when out of memory */
+struct nbd_msg *nbd_msg_new(uint32_t cap);
+void nbd_msg_put(struct nbd_msg *m, const void *p, uint32_t len);
+void nbd_msg_be16(struct nbd_msg *m, uint16_t v);
+void nbd_msg_be32(struct nbd_msg *m, uint32_t v);
+void nbd_msg_be64(struct nbd_msg *m, uint64_t v);
+void nbd_msg_send(struct nbd_conn *c, struct nbd_msg *m);
+/* one reply to the current option, with len bytes of data */
+void nbd_send_rep(struct nbd_conn *c, uint32_t type, const void *data, uint32_t len);
+/* an error reply to the current option, with a message for the human */
+void __attribute__((format(printf, 3, 4)))
+nbd_send_rep_err(struct nbd_conn *c, uint32_t type, const char *fmt, ...);
+
+/* nbd_opt.c: the whole option c->opt is in c->rx_buf (c->rx_len bytes) */
+void nbd_handle_option(struct nbd_conn *c);
+/* let another writer have c's VDI (RELEASE_VDI) */
+void nbd_release_lock(struct nbd_conn *c);
+
+static inline uint32_t nbd_get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static inline uint16_t nbd_get_be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return be16toh(v);
+}
 
 /* nbd_io.c, on worker threads */
 void nbd_io_work(struct work *w);
