@@ -157,6 +157,29 @@ def main():
         print("read back: %s" % ("ok" if ok else "wrong"))
         request(s, CMD_DISC, 6, 0, 0)
         s.close()
+    elif scenario == "concurrent-alloc":
+        # 64 writes of 4 KiB, pipelined, into each of the objects OBJ..OBJ+3
+        # (unallocated, or shared with a snapshot): all of them must land
+        first = int(sys.argv[4])
+        s, size, _ = go(port, export)
+        cookie = 0
+        for obj in range(first, first + 4):
+            for i in range(64):
+                off = (obj << 22) + i * 65536
+                request(s, CMD_WRITE, cookie, off, 4096, bytes([i + 1]) * 4096)
+                cookie += 1
+        errors = sum(1 for _ in range(cookie) if simple_reply(s)[0])
+        print("%d writes, %d errors" % (cookie, errors))
+        bad = 0
+        for obj in range(first, first + 4):
+            request(s, CMD_READ, 1000 + obj, obj << 22, 4 << 20)
+            err, _, data = simple_reply(s, 4 << 20)
+            for i in range(64):
+                if err or data[i * 65536:i * 65536 + 4096] != bytes([i + 1]) * 4096:
+                    bad += 1
+        print("writes lost: %d" % bad)
+        request(s, CMD_DISC, 0, 0, 0)
+        s.close()
     elif scenario == "hold":
         # keep a writable export open until killed
         s, size, _ = go(port, export)
