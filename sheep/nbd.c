@@ -501,7 +501,9 @@ static void run_request(struct nbd_conn *c)
 	if (writes && e->readonly)
 		return reply_now(io, NBD_EPERM);
 	if (io->type != NBD_CMD_FLUSH && (end < io->offset || end > e->size))
-		return reply_now(io, writes ? NBD_ENOSPC : NBD_EINVAL);
+		return reply_now(io, io->type == NBD_CMD_WRITE || io->type == NBD_CMD_WRITE_ZEROES
+					 ? NBD_ENOSPC
+					 : NBD_EINVAL);
 	if (io->type == NBD_CMD_FLUSH && e->readonly)
 		return reply_now(io, 0);
 	if (io->length == 0 && io->type != NBD_CMD_FLUSH)

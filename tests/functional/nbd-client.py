@@ -180,6 +180,19 @@ def main():
         print("writes lost: %d" % bad)
         request(s, CMD_DISC, 0, 0, 0)
         s.close()
+    elif scenario == "past-the-end":
+        s, size, _ = go(port, export)
+        request(s, CMD_WRITE, 1, size - 2048, 4096, b"z" * 4096)
+        print("write across the end: error %d" % simple_reply(s)[0])
+        request(s, CMD_READ, 2, size, 512)
+        print("read past the end: error %d" % simple_reply(s)[0])
+        request(s, 4, 3, size - 512, 1024)  # TRIM
+        print("trim across the end: error %d" % simple_reply(s)[0])
+        request(s, CMD_READ, 4, size - 512, 512)
+        err, _, data = simple_reply(s, 512)
+        print("then a read of the last 512 bytes: error %d, %d bytes" % (err, len(data)))
+        request(s, CMD_DISC, 5, 0, 0)
+        s.close()
     elif scenario == "hold":
         # keep a writable export open until killed
         s, size, _ = go(port, export)
