@@ -139,7 +139,7 @@ static void send_export_name_reply(struct nbd_conn *c, struct nbd_export *e)
 	struct nbd_msg *m = nbd_msg_new(8 + 2 + 124);
 
 	if (!m) {
-		nbd_export_free(e);
+		c->exp = e; /* freed, and its lock released, with the connection */
 		nbd_close_conn(c);
 		return;
 	}
