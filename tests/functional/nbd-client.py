@@ -193,6 +193,26 @@ def main():
         print("then a read of the last 512 bytes: error %d, %d bytes" % (err, len(data)))
         request(s, CMD_DISC, 5, 0, 0)
         s.close()
+    elif scenario == "export-name":
+        # the old way into transmission, with and without NO_ZEROES
+        for cflags in (3, 1):
+            s, _ = connect(port)
+            s.sendall(struct.pack(">I", cflags))
+            name = export.encode()
+            s.sendall(struct.pack(">QII", IHAVEOPT, 1, len(name)) + name)
+            size, flags = struct.unpack(">QH", recvall(s, 10))
+            if not cflags & 2:
+                assert recvall(s, 124) == bytes(124)
+            request(s, CMD_READ, 1, 0, 4096)
+            err, _, data = simple_reply(s, 4096)
+            print("export-name (flags %d): size %d, read error %d, first byte 0x%02x"
+                  % (cflags, size, err, data[0]))
+            request(s, CMD_DISC, 2, 0, 0)
+            s.close()
+        s, _ = connect(port)
+        s.sendall(struct.pack(">I", 3))
+        s.sendall(struct.pack(">QII", IHAVEOPT, 1, 6) + b"nosuch")
+        expect_eof(s)
     elif scenario == "hold":
         # keep a writable export open until killed
         s, size, _ = go(port, export)
