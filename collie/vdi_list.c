@@ -164,7 +164,48 @@ static void print_escaped(const char *s)
 	}
 }
 
-static void print_entry(const struct vdi_entry *e)
+/*
+ * "nbd://HOST:PORT/" when the node collie talks to serves NBD (sheep
+ * --nbd), else an empty string. A node listening on every address is
+ * reached at the address collie used.
+ */
+static void nbd_base(char *buf, size_t len)
+{
+	static const uint8_t any4[16] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t any6[16];
+	struct sd_node_info info;
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char host[80];
+
+	buf[0] = '\0';
+	memset(&info, 0, sizeof(info));
+	collie_init_req(&hdr, SD_OP_STAT_SHEEP);
+	hdr.data_length = sizeof(info);
+	if (collie_exec(&hdr, &info, 0, sizeof(info), &rsp) || rsp.result != SD_RES_SUCCESS ||
+	    rsp.data_length < sizeof(info) || !info.nbd_port)
+		return;
+	if (!memcmp(info.nbd_addr, any4, 16) || !memcmp(info.nbd_addr, any6, 16)) {
+		if (strchr(opts.addr, ':'))
+			snprintf(buf, len, "nbd://[%s]:%u/", opts.addr, info.nbd_port);
+		else
+			snprintf(buf, len, "nbd://%s:%u/", opts.addr, info.nbd_port);
+		return;
+	}
+	sd_addr_to_str(info.nbd_addr, (uint16_t)info.nbd_port, host, sizeof(host));
+	snprintf(buf, len, "nbd://%s/", host);
+}
+
+/* the export of e: NAME, or NAME@ID for a snapshot */
+static void print_nbd_url(const char *base, const struct vdi_entry *e)
+{
+	if (e->snap_ctime)
+		printf("  %s%s@%u", base, e->name, e->snap_id);
+	else
+		printf("  %s%s", base, e->name);
+}
+
+static void print_entry(const struct vdi_entry *e, const char *nbd)
 {
 	char size[32], used[32], shared[32], when[32];
 	uint64_t t = e->snap_ctime ? e->snap_ctime : e->create_time;
@@ -186,6 +227,13 @@ static void print_entry(const struct vdi_entry *e)
 		return;
 	}
 	collie_fmt_time(t, "%Y-%m-%d %H:%M", when, sizeof(when));
+	if (nbd[0]) {
+		printf("%c %-8s %5u %7s %7s %7s %16s %8x %6u  %-8s", type, e->name, e->snap_id, size,
+		       used, shared, when, e->vid, e->nr_copies, e->tag);
+		print_nbd_url(nbd, e);
+		putchar('\n');
+		return;
+	}
 	printf("%c %-8s %5u %7s %7s %7s %16s %8x %6u%s%s\n", type, e->name, e->snap_id, size,
 	       used, shared, when, e->vid, e->nr_copies, e->tag[0] ? "  " : "", e->tag);
 }
@@ -193,17 +241,24 @@ static void print_entry(const struct vdi_entry *e)
 int vdi_list(int argc, char **argv)
 {
 	struct vdi_entries v;
+	char nbd[128] = "";
 	int ret;
 
 	ret = load_entries(&v);
 	if (ret)
 		return ret;
+	/* the NBD column: only in the table, when the node serves NBD */
 	if (!opts.raw)
+		nbd_base(nbd, sizeof(nbd));
+	if (!opts.raw && nbd[0])
+		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %-8s  %s\n", "Name", "Id", "Size",
+		       "Used", "Shared", "Creation time", "VDI id", "Copies", "Tag", "NBD");
+	else if (!opts.raw)
 		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %s\n", "Name", "Id", "Size", "Used",
 		       "Shared", "Creation time", "VDI id", "Copies", "Tag");
 	for (size_t i = 0; i < v.nr; i++)
 		if (!v.e[i].deleted)
-			print_entry(&v.e[i]);
+			print_entry(&v.e[i], nbd);
 	free(v.e);
 	return EXIT_OK;
 }

@@ -140,7 +140,8 @@ struct sd_node_info {
 	uint64_t store_used; /* bytes in object files */
 	uint64_t nr_objects;
 	uint32_t epoch;
-	uint32_t pad;
+	uint32_t nbd_port;    /* sheep --nbd: its NBD port, 0 when it serves no NBD */
+	uint8_t nbd_addr[16]; /* and address (v4-mapped); all zeros: every address */
 };
 
 /* payload of SD_OP_STAT_RECOVERY: this node's recovery */

@@ -5,9 +5,11 @@ set -e
 # what the tests use besides: python3, iproute2 (ip, ss), systemd
 # (systemd-analyze checks the unit), librsvg2-bin (rsvg-convert renders the
 # flame graph of test 120), prometheus (and its promtool: the /metrics test
-# scrapes a sheep with a real one)
+# scrapes a sheep with a real one), qemu-utils, libnbd-bin and nbdkit (real
+# NBD clients for the NBD tests)
 PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev"
 PKGS="$PKGS python3 iproute2 systemd librsvg2-bin prometheus"
+PKGS="$PKGS qemu-utils libnbd-bin nbdkit"
 # apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt
 # or dpkg holds its lock instead of giving up at once
 apt_retry() {

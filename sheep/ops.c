@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "net.h"
 #include "sheep_priv.h"
 #include "store/store.h"
 #ifdef HAVE_TRACE
@@ -78,6 +79,9 @@ static int op_stat_sheep(struct request *req)
 	info.store_used = st.used;
 	info.nr_objects = st.nr_objects;
 	info.epoch = 0;
+	info.nbd_port = (uint32_t)sys.nbd_port;
+	if (sys.nbd_port && sys.nbd_addr && sd_str_to_addr(sys.nbd_addr, info.nbd_addr))
+		memset(info.nbd_addr, 0, sizeof(info.nbd_addr)); /* a host name: unknown here */
 	req->rp.node.store_size = st.size;
 	req->rp.node.store_free = st.free;
 	req->rp.data_length = min_t(uint32_t, req->rq.data_length, sizeof(info));

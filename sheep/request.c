@@ -240,6 +240,10 @@ void request_done(struct request *req)
 	if (req->stat.active)
 		request_count(req);
 #endif
+	if (req->done) {
+		req->done(req);
+		return;
+	}
 	if (ci->dead) {
 		free_request(req);
 		return;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "cluster/cluster.h"
 #include "event.h"
+#include "nbd.h"
 #include "net.h"
 #include "sheep_priv.h"
 #include "store/store.h"
@@ -46,6 +47,7 @@ static const struct option long_options[] = {
 	{ "vnodes", required_argument, NULL, 'V' },
 	{ "hang-threshold", required_argument, NULL, 'H' },
 	{ "metrics", required_argument, NULL, 'M' },
+	{ "nbd", optional_argument, NULL, 'N' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -76,13 +78,16 @@ static void usage(FILE *f, const char *prog)
 		"      --metrics [ADDR:]PORT  serve the statistics in Prometheus' text format at\n"
 		"                         http://ADDR:PORT/metrics (default ADDR 127.0.0.1; off\n"
 		"                         unless given)\n"
+		"      --nbd [ADDR:]PORT  serve every VDI over NBD on ADDR (default 127.0.0.1)\n"
+		"                         and PORT (default %d): nbd://ADDR:PORT/NAME, and\n"
+		"                         NAME@TAG or NAME@ID for a snapshot (read-only)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
 		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES,
-		DEFAULT_HANG_THRESHOLD);
+		DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT);
 }
 
 static volatile bool stop_requested;
@@ -177,6 +182,48 @@ static int make_self_node(struct sd_node *node)
 	return 0;
 }
 
+/*
+ * --nbd's argument: PORT, ADDR, ADDR:PORT, [IPV6]:PORT or nothing. The
+ * address is kept in a static buffer. 0 or -1.
+ */
+static int parse_nbd(const char *arg)
+{
+	static char addr[256];
+	const char *colon, *port = NULL;
+	uint64_t v;
+
+	sys.nbd_addr = "127.0.0.1";
+	sys.nbd_port = NBD_DEFAULT_PORT;
+	if (!arg || !*arg)
+		return 0;
+	if (arg[strspn(arg, "0123456789")] == '\0') {
+		port = arg;
+	} else if (arg[0] == '[') {
+		colon = strchr(arg, ']');
+		if (!colon || (colon[1] && colon[1] != ':') || (size_t)(colon - arg) > sizeof(addr))
+			return -1;
+		snprintf(addr, sizeof(addr), "%.*s", (int)(colon - arg - 1), arg + 1);
+		port = colon[1] ? colon + 2 : NULL;
+		sys.nbd_addr = addr;
+	} else {
+		colon = strrchr(arg, ':');
+		if (colon && strchr(arg, ':') != colon)
+			colon = NULL; /* a bare IPv6 address */
+		if ((size_t)(colon ? colon - arg : (long)strlen(arg)) >= sizeof(addr))
+			return -1;
+		snprintf(addr, sizeof(addr), "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg),
+			 arg);
+		port = colon ? colon + 1 : NULL;
+		sys.nbd_addr = addr;
+	}
+	if (port && *port) {
+		if (sd_parse_uint(port, 1, 65535, &v))
+			return -1;
+		sys.nbd_port = (int)v;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 		      const char **driver, int *threads)
 {
@@ -185,6 +232,18 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 
 	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:H:M:hv", long_options, NULL)) != -1) {
 		switch (ch) {
+		case 'N': {
+			const char *arg = optarg;
+
+			/* `--nbd SPEC DIR`: a separate argument that is not DIR */
+			if (!arg && optind < argc - 1 && argv[optind][0] != '-')
+				arg = argv[optind++];
+			if (parse_nbd(arg)) {
+				fprintf(stderr, "sheep: invalid --nbd '%s' ([ADDR:]PORT)\n", arg);
+				return -1;
+			}
+			break;
+		}
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
 				fprintf(stderr, "sheep: invalid port '%s'\n", optarg);
@@ -382,6 +441,17 @@ int main(int argc, char **argv)
 			if (foreground)
 				fprintf(stderr, "sheep: cannot serve metrics on %s: %s\n",
 					metrics_arg, strerror(-ret));
+			return 1;
+		}
+	}
+	if (sys.nbd_port) {
+		ret = nbd_init(sys.nbd_addr, sys.nbd_port, threads);
+		if (ret) {
+			sd_emerg("cannot serve nbd on %s port %d: %s", sys.nbd_addr, sys.nbd_port,
+				 strerror(-ret));
+			if (foreground)
+				fprintf(stderr, "sheep: cannot serve nbd on %s port %d: %s\n",
+					sys.nbd_addr, sys.nbd_port, strerror(-ret));
 			return 1;
 		}
 	}

@@ -35,6 +35,8 @@ struct request {
 	int nr_members;	 /* cluster size when the op was delivered */
 	uint64_t token;	 /* names the request in its broadcast */
 	struct request *waiter; /* a client request answered once this one is applied */
+	/* set for a request the daemon made itself (NBD's locks): called instead of a reply */
+	void (*done)(struct request *req);
 };
 
 enum op_type {
@@ -86,6 +88,8 @@ struct sheep_config {
 	const char *obj_dir;
 	int port;
 	const char *bind_addr;
+	const char *nbd_addr; /* --nbd: NULL = every address */
+	int nbd_port;	      /* 0: no NBD export */
 	uint32_t zone;
 	bool shutting_down;
 	int exit_status; /* non-zero: the daemon stops because it failed */
@@ -259,6 +263,8 @@ bool deleted_has(uint64_t oid);
 int deleted_op_get(struct request *req);
 /* learn member nid's records (joining): SD_RES_* */
 int deleted_sync_from(const struct sd_node_id *nid);
+/* nbd.c: NBD export of the VDIs on addr:port, with nr_threads workers: 0 or -errno */
+int nbd_init(const char *addr, int port, int nr_threads);
 
 /* gateway.c: client object I/O */
 int gateway_read_obj(struct request *req);

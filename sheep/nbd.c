@@ -1,0 +1,742 @@
+/*
+ * NBD export of VDIs: `sheep --nbd [ADDR:]PORT`.
+ *
+ * Connections live on the main thread's event loop, like the sheepdog
+ * protocol's: the fixed newstyle handshake and the option haggling are read
+ * and answered without blocking; whatever needs the namespace or an inode
+ * (resolving an export name, its size, the list of exports) runs on the
+ * nbd worker queue, one option at a time per connection (nbd_opt.c, which
+ * also takes and releases the VDI's lock). In transmission,
+ * each request is read whole (header, then a WRITE's payload, at most
+ * NBD_MAX_PAYLOAD) and queued on the nbd workers (nbd_io.c), so that many
+ * are in flight per connection; replies go out in the order they complete,
+ * each whole before the next (a per-connection queue).
+ *
+ * A writable export is the working VDI: GO or EXPORT_NAME takes its lock
+ * with LOCK_VDI, as QEMU's sheepdog driver did, through the cluster's
+ * ordered ops; a second writer is refused at the handshake. The lock is
+ * released (RELEASE_VDI) when the connection ends for any reason and its
+ * last request has finished. NAME@TAG or NAME@ID exports a snapshot,
+ * read-only and unlocked: only such exports advertise multi-conn.
+ *
+ * A client that breaks the protocol (bad magic, an oversized request, an
+ * unknown command) gets a log line and loses its connection; nothing else
+ * is affected.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "event.h"
+#include "nbd.h"
+#include "net.h"
+#include "sheep_priv.h"
+
+/* option data the server reads at most (names are up to 4096 bytes) */
+#define NBD_MAX_OPT_LEN 65536
+/* requests and payload bytes in flight per connection before it stops reading */
+#define NBD_MAX_INFLIGHT 64
+#define NBD_MAX_INFLIGHT_BYTES (128U << 20)
+
+struct work_queue *nbd_wq;
+
+static void conn_handler(int fd, uint32_t events, void *data);
+
+/* ------------------------------------------------------------------ */
+/* life of a connection */
+
+void nbd_conn_put(struct nbd_conn *c)
+{
+	if (--c->refcnt)
+		return;
+	if (c->locked)
+		nbd_release_lock(c);
+	nbd_export_free(c->exp);
+	free(c);
+}
+
+void nbd_update_events(struct nbd_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->dead)
+		return;
+	if (!c->close_after_tx && c->state != NBD_ST_WAIT && c->nr_inflight < NBD_MAX_INFLIGHT &&
+	    c->inflight_bytes < NBD_MAX_INFLIGHT_BYTES)
+		ev |= EPOLLIN;
+	if (!list_empty(&c->tx_queue))
+		ev |= EPOLLOUT;
+	if (ev != c->events) {
+		c->events = ev;
+		ev_modify(c->fd, ev);
+	}
+}
+
+void nbd_close_conn(struct nbd_conn *c)
+{
+	struct nbd_tx *tx, *next;
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	ev_del(c->fd);
+	close(c->fd);
+	list_for_each_entry_safe(tx, next, &c->tx_queue, node) {
+		list_del(&tx->node);
+		tx->release(tx);
+	}
+	if (c->rx_io) {
+		c->rx_io->tx.release(&c->rx_io->tx);
+		c->rx_io = NULL;
+	}
+	free(c->rx_buf);
+	c->rx_buf = NULL;
+	sd_debug("nbd %s: connection closed", c->peer);
+	nbd_conn_put(c);
+}
+
+/* end the connection of a client that broke the protocol */
+void nbd_drop_conn(struct nbd_conn *c, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sd_warn("nbd %s: %s; closing the connection", c->peer, msg);
+	nbd_close_conn(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* sending */
+
+void nbd_flush_tx(struct nbd_conn *c)
+{
+	while (!c->dead && !list_empty(&c->tx_queue)) {
+		struct nbd_tx *tx = list_first_entry(&c->tx_queue, struct nbd_tx, node);
+		struct msghdr msg = { .msg_iov = tx->iov + tx->idx,
+				      .msg_iovlen = tx->nr_iov - tx->idx };
+		ssize_t sent = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+
+		if (sent < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			sd_debug("nbd %s: send failed: %m", c->peer);
+			nbd_close_conn(c);
+			return;
+		}
+		while (tx->idx < tx->nr_iov && (size_t)sent >= tx->iov[tx->idx].iov_len)
+			sent -= tx->iov[tx->idx++].iov_len;
+		if (tx->idx < tx->nr_iov) {
+			tx->iov[tx->idx].iov_base = (char *)tx->iov[tx->idx].iov_base + sent;
+			tx->iov[tx->idx].iov_len -= sent;
+			continue;
+		}
+		list_del(&tx->node);
+		tx->release(tx);
+	}
+	if (c->dead)
+		return;
+	if (c->close_after_tx && list_empty(&c->tx_queue) && c->nr_inflight == 0) {
+		nbd_close_conn(c);
+		return;
+	}
+	nbd_update_events(c);
+}
+
+static void queue_tx(struct nbd_conn *c, struct nbd_tx *tx)
+{
+	if (c->dead) {
+		tx->release(tx);
+		return;
+	}
+	list_add_tail(&tx->node, &c->tx_queue);
+	nbd_flush_tx(c);
+}
+
+static void msg_release(struct nbd_tx *tx)
+{
+	free(container_of(tx, struct nbd_msg, tx));
+}
+
+struct nbd_msg *nbd_msg_new(uint32_t cap)
+{
+	struct nbd_msg *m = malloc(sizeof(*m) + cap);
+
+	if (!m)
+		return NULL;
+	m->len = 0;
+	m->cap = cap;
+	m->tx.iov = &m->iov;
+	m->tx.nr_iov = 1;
+	m->tx.idx = 0;
+	m->tx.release = msg_release;
+	INIT_LIST_NODE(&m->tx.node);
+	return m;
+}
+
+void nbd_msg_put(struct nbd_msg *m, const void *p, uint32_t len)
+{
+	memcpy(m->data + m->len, p, len);
+	m->len += len;
+}
+
+void nbd_msg_be16(struct nbd_msg *m, uint16_t v)
+{
+	v = htobe16(v);
+	nbd_msg_put(m, &v, sizeof(v));
+}
+
+void nbd_msg_be32(struct nbd_msg *m, uint32_t v)
+{
+	v = htobe32(v);
+	nbd_msg_put(m, &v, sizeof(v));
+}
+
+void nbd_msg_be64(struct nbd_msg *m, uint64_t v)
+{
+	v = htobe64(v);
+	nbd_msg_put(m, &v, sizeof(v));
+}
+
+void nbd_msg_send(struct nbd_conn *c, struct nbd_msg *m)
+{
+	m->iov.iov_base = m->data;
+	m->iov.iov_len = m->len;
+	queue_tx(c, &m->tx);
+}
+
+/* one option reply: its header and len bytes of data */
+void nbd_send_rep(struct nbd_conn *c, uint32_t type, const void *data, uint32_t len)
+{
+	struct nbd_msg *m = nbd_msg_new(20 + len);
+
+	if (!m) {
+		nbd_close_conn(c);
+		return;
+	}
+	nbd_msg_be64(m, NBD_REP_MAGIC);
+	nbd_msg_be32(m, c->opt);
+	nbd_msg_be32(m, type);
+	nbd_msg_be32(m, len);
+	if (len)
+		nbd_msg_put(m, data, len);
+	nbd_msg_send(c, m);
+}
+
+/* an error reply with a message for the human behind the client */
+void nbd_send_rep_err(struct nbd_conn *c, uint32_t type, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+	nbd_send_rep(c, type, msg, (uint32_t)n);
+}
+
+/* ------------------------------------------------------------------ */
+/* transmission */
+
+static void io_release(struct nbd_tx *tx)
+{
+	struct nbd_io *io = container_of(tx, struct nbd_io, tx);
+	struct nbd_conn *c = io->conn;
+
+	c->nr_inflight--;
+	c->inflight_bytes -= io->acct;
+	free(io->buf);
+	free(io);
+	if (!c->dead)
+		nbd_update_events(c);
+	nbd_conn_put(c);
+}
+
+static uint8_t *put_chunk(uint8_t *h, uint16_t flags, uint16_t type, uint64_t cookie, uint32_t len)
+{
+	uint32_t v32 = htobe32(NBD_STRUCTURED_REPLY_MAGIC);
+	uint16_t v16;
+	uint64_t v64 = htobe64(cookie);
+
+	memcpy(h, &v32, 4);
+	v16 = htobe16(flags);
+	memcpy(h + 4, &v16, 2);
+	v16 = htobe16(type);
+	memcpy(h + 6, &v16, 2);
+	memcpy(h + 8, &v64, 8);
+	v32 = htobe32(len);
+	memcpy(h + 16, &v32, 4);
+	return h + 20;
+}
+
+static void add_iov(struct nbd_io *io, void *base, size_t len)
+{
+	io->iov[io->tx.nr_iov].iov_base = base;
+	io->iov[io->tx.nr_iov++].iov_len = len;
+}
+
+/* the chunks of a structured reply to READ */
+static void build_read_chunks(struct nbd_io *io)
+{
+	uint8_t *h = io->hdr;
+
+	if (io->nr_runs == 0) {
+		uint8_t *end =
+		    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, io->cookie, 0);
+		add_iov(io, h, end - h);
+		return;
+	}
+	for (int i = 0; i < io->nr_runs; i++) {
+		const struct nbd_run *r = &io->runs[i];
+		uint16_t flags = i == io->nr_runs - 1 ? NBD_REPLY_FLAG_DONE : 0;
+		uint64_t off = htobe64(io->offset + r->off);
+		uint8_t *start = h;
+
+		if (r->hole) {
+			uint32_t hl = htobe32(r->len);
+
+			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_HOLE, io->cookie, 12);
+			memcpy(h, &off, 8);
+			memcpy(h + 8, &hl, 4);
+			h += 12;
+			add_iov(io, start, h - start);
+		} else {
+			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_DATA, io->cookie, 8 + r->len);
+			memcpy(h, &off, 8);
+			h += 8;
+			add_iov(io, start, h - start);
+			add_iov(io, (char *)io->buf + r->off, r->len);
+		}
+	}
+}
+
+static void build_reply(struct nbd_io *io)
+{
+	uint8_t *h = io->hdr;
+	bool read = io->type == NBD_CMD_READ, bs = io->type == NBD_CMD_BLOCK_STATUS;
+
+	io->tx.iov = io->iov;
+	io->tx.nr_iov = 0;
+	io->tx.idx = 0;
+	if (io->structured && (read || bs || io->error)) {
+		if (io->error) {
+			uint32_t err = htobe32(io->error);
+			uint16_t mlen = 0;
+			uint8_t *end =
+			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, io->cookie, 6);
+
+			memcpy(end, &err, 4);
+			memcpy(end + 4, &mlen, 2);
+			add_iov(io, h, end + 6 - h);
+		} else if (read) {
+			build_read_chunks(io);
+		} else {
+			uint8_t *end =
+			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
+				      io->cookie, io->buf_len);
+			add_iov(io, h, end - h);
+			add_iov(io, io->buf, io->buf_len);
+		}
+		return;
+	}
+	uint32_t magic = htobe32(NBD_SIMPLE_REPLY_MAGIC), err = htobe32(io->error);
+	uint64_t cookie = htobe64(io->cookie);
+
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &err, 4);
+	memcpy(h + 8, &cookie, 8);
+	add_iov(io, h, 16);
+	if (read && !io->error && io->length)
+		add_iov(io, io->buf, io->length);
+}
+
+static void io_done(struct work *w)
+{
+	struct nbd_io *io = container_of(w, struct nbd_io, work);
+
+	build_reply(io);
+	queue_tx(io->conn, &io->tx);
+}
+
+/* answer io at once with error (0: success, nothing to do) */
+static void reply_now(struct nbd_io *io, uint32_t error)
+{
+	io->error = error;
+	io_done(&io->work);
+}
+
+static struct nbd_io *new_io(struct nbd_conn *c)
+{
+	struct nbd_io *io = malloc(sizeof(*io));
+
+	if (!io)
+		return NULL;
+	memset(io, 0, offsetof(struct nbd_io, hdr));
+	io->conn = c;
+	io->exp = c->exp;
+	io->structured = c->structured;
+	io->tx.release = io_release;
+	INIT_LIST_NODE(&io->tx.node);
+	c->refcnt++;
+	c->nr_inflight++;
+	return io;
+}
+
+/* a request header is in c->hdr: check it, then read its payload or run it */
+static void handle_request(struct nbd_conn *c)
+{
+	const uint8_t *h = c->hdr;
+	uint32_t magic = nbd_get_be32(h);
+	struct nbd_io *io;
+	uint64_t off;
+
+	if (magic != NBD_REQUEST_MAGIC) {
+		nbd_drop_conn(c, "bad request magic 0x%08" PRIx32, magic);
+		return;
+	}
+	io = new_io(c);
+	if (!io) {
+		nbd_close_conn(c);
+		return;
+	}
+	io->flags = nbd_get_be16(h + 4);
+	io->type = nbd_get_be16(h + 6);
+	memcpy(&io->cookie, h + 8, 8);
+	io->cookie = be64toh(io->cookie);
+	memcpy(&off, h + 16, 8);
+	io->offset = be64toh(off);
+	io->length = nbd_get_be32(h + 24);
+
+	switch (io->type) {
+	case NBD_CMD_DISC:
+		sd_debug("nbd %s: disconnect", c->peer);
+		io->tx.release(&io->tx);
+		c->close_after_tx = true;
+		nbd_flush_tx(c);
+		return;
+	case NBD_CMD_READ:
+	case NBD_CMD_WRITE:
+		if (io->length > NBD_MAX_PAYLOAD) {
+			sd_warn("nbd %s: %s of %" PRIu32 " bytes, over the %u byte limit; closing "
+				"the connection",
+				c->peer, io->type ? "write" : "read", io->length, NBD_MAX_PAYLOAD);
+			if (io->type == NBD_CMD_WRITE) { /* its payload cannot be skipped */
+				io->tx.release(&io->tx);
+				nbd_close_conn(c);
+				return;
+			}
+			c->close_after_tx = true;
+			return reply_now(io, NBD_EOVERFLOW);
+		}
+		break;
+	case NBD_CMD_FLUSH:
+	case NBD_CMD_TRIM:
+	case NBD_CMD_WRITE_ZEROES:
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		if (!c->meta_alloc)
+			return reply_now(io, NBD_EINVAL);
+		break;
+	default:
+		sd_warn("nbd %s: unknown command %" PRIu16 "; closing the connection", c->peer,
+			io->type);
+		c->close_after_tx = true;
+		return reply_now(io, NBD_EINVAL);
+	}
+	if (io->type == NBD_CMD_WRITE) {
+		io->buf = malloc(io->length ? io->length : 1);
+		if (!io->buf) {
+			io->tx.release(&io->tx);
+			nbd_close_conn(c);
+			return;
+		}
+		io->buf_len = io->acct = io->length;
+		c->inflight_bytes += io->length;
+		c->rx_io = io;
+		c->rx_buf = io->buf;
+		c->rx_len = io->length;
+		c->rx_done = 0;
+		return; /* run once the payload is in */
+	}
+	if (io->type == NBD_CMD_READ) {
+		io->buf = malloc(io->length ? io->length : 1);
+		if (!io->buf)
+			return reply_now(io, NBD_ENOMEM);
+		io->buf_len = io->acct = io->length;
+		c->inflight_bytes += io->length;
+	}
+	c->rx_io = io;
+	c->rx_buf = NULL;
+	c->rx_len = 0;
+	c->rx_done = 0;
+}
+
+/* a whole request (header and payload) is in: queue it, or answer its error */
+static void run_request(struct nbd_conn *c)
+{
+	struct nbd_io *io = c->rx_io;
+	const struct nbd_export *e = c->exp;
+	bool writes = io->type == NBD_CMD_WRITE || io->type == NBD_CMD_TRIM ||
+		      io->type == NBD_CMD_WRITE_ZEROES;
+	uint64_t end = io->offset + io->length;
+
+	c->rx_io = NULL;
+	c->rx_buf = NULL;
+	if (writes && e->readonly)
+		return reply_now(io, NBD_EPERM);
+	if (io->type != NBD_CMD_FLUSH && (end < io->offset || end > e->size))
+		return reply_now(io, io->type == NBD_CMD_WRITE || io->type == NBD_CMD_WRITE_ZEROES
+					 ? NBD_ENOSPC
+					 : NBD_EINVAL);
+	if (io->type == NBD_CMD_FLUSH && e->readonly)
+		return reply_now(io, 0);
+	if (io->length == 0 && io->type != NBD_CMD_FLUSH)
+		return reply_now(io, 0);
+	io->work.fn = nbd_io_work;
+	io->work.done = io_done;
+	wq_queue(nbd_wq, &io->work);
+}
+
+/* ------------------------------------------------------------------ */
+/* receiving */
+
+void nbd_start_rx_header(struct nbd_conn *c, enum nbd_state st)
+{
+	c->state = st;
+	c->hdr_done = 0;
+	c->hdr_len = st == NBD_ST_FLAGS ? 4 : st == NBD_ST_OPT ? 16 : 28;
+	free(c->rx_buf);
+	c->rx_buf = NULL;
+	c->rx_len = c->rx_done = 0;
+	if (!c->dead)
+		nbd_update_events(c);
+}
+
+/* the header of the current state is in */
+static void handle_header(struct nbd_conn *c)
+{
+	const uint8_t *h = c->hdr;
+	uint64_t magic;
+
+	switch (c->state) {
+	case NBD_ST_FLAGS: {
+		uint32_t flags = nbd_get_be32(h);
+
+		if (flags & ~(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
+			nbd_drop_conn(c, "unknown client flags 0x%" PRIx32, flags);
+			return;
+		}
+		c->no_zeroes = flags & NBD_FLAG_C_NO_ZEROES;
+		nbd_start_rx_header(c, NBD_ST_OPT);
+		return;
+	}
+	case NBD_ST_OPT:
+		memcpy(&magic, h, 8);
+		if (be64toh(magic) != NBD_IHAVEOPT) {
+			nbd_drop_conn(c, "bad option magic 0x%016" PRIx64, be64toh(magic));
+			return;
+		}
+		c->opt = nbd_get_be32(h + 8);
+		c->rx_len = nbd_get_be32(h + 12);
+		if (c->rx_len > NBD_MAX_OPT_LEN) {
+			nbd_drop_conn(c, "option %" PRIu32 " with %" PRIu32 " bytes of data",
+				      c->opt, c->rx_len);
+			return;
+		}
+		c->rx_buf = malloc(c->rx_len + 1);
+		if (!c->rx_buf) {
+			nbd_close_conn(c);
+			return;
+		}
+		c->rx_done = 0;
+		return;
+	case NBD_ST_TRANS:
+		handle_request(c);
+		return;
+	case NBD_ST_WAIT:
+		return;
+	}
+}
+
+/* read into p up to len bytes; 1 when complete, 0 when not yet, -1 when closed */
+static int rx_bytes(struct nbd_conn *c, void *p, uint32_t len, uint32_t *done)
+{
+	while (*done < len) {
+		ssize_t n = read(c->fd, (char *)p + *done, len - *done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			if (n == 0 && (c->state != NBD_ST_TRANS || *done || c->rx_io))
+				sd_warn("nbd %s: connection closed in the middle of a %s", c->peer,
+					c->state == NBD_ST_TRANS ? "request" : "handshake");
+			nbd_close_conn(c);
+			return -1;
+		}
+		*done += n;
+	}
+	return 1;
+}
+
+static void conn_rx(struct nbd_conn *c)
+{
+	/* a bounded batch per wake-up, for fairness between connections */
+	for (int i = 0; i < 16 && !c->dead && !c->close_after_tx && c->state != NBD_ST_WAIT; i++) {
+		int ret;
+
+		if (c->state == NBD_ST_TRANS && (c->nr_inflight >= NBD_MAX_INFLIGHT ||
+						 c->inflight_bytes >= NBD_MAX_INFLIGHT_BYTES))
+			break;
+		if (c->hdr_done < c->hdr_len) {
+			ret = rx_bytes(c, c->hdr, c->hdr_len, &c->hdr_done);
+			if (ret <= 0)
+				return;
+			handle_header(c);
+			if (c->dead || c->close_after_tx)
+				return;
+		}
+		if (c->state == NBD_ST_OPT) {
+			if (c->hdr_done < c->hdr_len)
+				continue; /* a new header is expected (flags were read) */
+			ret = rx_bytes(c, c->rx_buf, c->rx_len, &c->rx_done);
+			if (ret <= 0)
+				return;
+			nbd_handle_option(c);
+		} else if (c->state == NBD_ST_TRANS) {
+			if (c->rx_io) {
+				ret = rx_bytes(c, c->rx_buf, c->rx_len, &c->rx_done);
+				if (ret <= 0)
+					return;
+				run_request(c);
+			}
+			c->hdr_done = 0;
+		}
+	}
+	if (!c->dead)
+		nbd_update_events(c);
+}
+
+static void conn_handler(int fd, uint32_t events, void *data)
+{
+	struct nbd_conn *c = data;
+
+	c->refcnt++;
+	if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN))
+		nbd_close_conn(c);
+	if (!c->dead && (events & EPOLLIN))
+		conn_rx(c);
+	if (!c->dead && (events & EPOLLOUT))
+		nbd_flush_tx(c);
+	nbd_conn_put(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* accepting */
+
+static void greet(struct nbd_conn *c)
+{
+	struct nbd_msg *m = nbd_msg_new(18);
+
+	if (!m) {
+		nbd_close_conn(c);
+		return;
+	}
+	nbd_msg_be64(m, NBD_MAGIC);
+	nbd_msg_be64(m, NBD_IHAVEOPT);
+	nbd_msg_be16(m, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+	nbd_msg_send(c, m);
+}
+
+static void peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+			port = ntohs(in->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+			port = ntohs(in6->sin6_port);
+		}
+	}
+	snprintf(buf, len, "%s:%d", host, port);
+}
+
+static void listen_handler(int listen_fd, uint32_t events, void *data)
+{
+	for (;;) {
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct nbd_conn *c;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				sd_err("nbd: accept failed: %m");
+			return;
+		}
+		sd_set_nodelay(fd);
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->refcnt = 1;
+		c->events = EPOLLIN;
+		INIT_LIST_HEAD(&c->tx_queue);
+		peer_name(fd, c->peer, sizeof(c->peer));
+		if (ev_add(fd, EPOLLIN, conn_handler, c)) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		sd_debug("nbd %s: new connection", c->peer);
+		nbd_start_rx_header(c, NBD_ST_FLAGS);
+		greet(c);
+	}
+}
+
+int nbd_init(const char *addr, int port, int nr_threads)
+{
+	int fds[8], nr, ret;
+
+	nbd_wq = wq_create("nbd", nr_threads);
+	if (!nbd_wq)
+		return -ENOMEM;
+	nr = sd_listen(addr, port, fds, ARRAY_SIZE(fds));
+	if (nr < 0)
+		return nr;
+	for (int i = 0; i < nr; i++) {
+		sd_set_nonblocking(fds[i]);
+		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
+		if (ret)
+			return ret;
+	}
+	sd_info("nbd: serving vdis on %s port %d", addr && *addr ? addr : "every address", port);
+	return 0;
+}

@@ -1,0 +1,617 @@
+/*
+ * NBD requests mapped onto a VDI's objects, on the nbd worker threads.
+ *
+ * Every object access goes through the gateway's client entry points
+ * (gateway_read_obj and friends) with a request built here, exactly as if
+ * a sheepdog client had sent it: replication, snapshots' read-only data and
+ * the tracer apply alike. The VDI's data map (the inode's data_vdi_id) is
+ * cached per export and changed like QEMU's sheepdog driver did:
+ *
+ * - a read of an object whose entry is 0 is a hole (zeros); otherwise it
+ *   reads oid(entry, idx), which may be an ancestor's object;
+ * - a write to an object of the VDI's own vid is a plain write; to an
+ *   unallocated one a CREATE_AND_WRITE; to an ancestor's a CREATE_AND_WRITE
+ *   with COW from it (not needed when the write covers the whole object);
+ *   after a creation the inode's entry is written (4 bytes at
+ *   SD_INODE_HEADER_SIZE + 4 * idx);
+ * - TRIM, and WRITE_ZEROES without NO_HOLE, release whole objects: the
+ *   entry is zeroed first, then an object of the VDI's own vid is removed,
+ *   so that a later partial creation starts from zeros.
+ *
+ * A write that changes an entry marks the object busy for its whole
+ * duration; any other request on that object waits for it (exp->cond).
+ * Plain writes to own objects and reads of settled entries run in parallel.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nbd.h"
+#include "proto_util.h"
+#include "sheep_priv.h"
+
+uint32_t nbd_errno(int res)
+{
+	switch (res) {
+	case SD_RES_SUCCESS:
+		return 0;
+	case SD_RES_READONLY:
+		return NBD_EPERM;
+	case SD_RES_NO_SPACE:
+	case SD_RES_FULL_VDI:
+		return NBD_ENOSPC;
+	case SD_RES_INVALID_PARMS:
+		return NBD_EINVAL;
+	case SD_RES_NO_MEM:
+		return NBD_ENOMEM;
+	case SD_RES_SHUTDOWN:
+		return NBD_ESHUTDOWN;
+	default:
+		return NBD_EIO;
+	}
+}
+
+static int resolve(const char *name, const char *tag, uint32_t snapid, uint32_t *vid);
+
+static uint32_t obj_size(const struct nbd_export *e)
+{
+	return UINT32_C(1) << e->shift;
+}
+
+/* a client request of the sheepdog protocol, built for the gateway */
+static void init_obj_req(struct request *r, uint8_t opcode, uint64_t oid, void *buf, uint32_t len,
+			 uint64_t off, uint8_t copies)
+{
+	memset(r, 0, sizeof(*r));
+	r->rq.proto_ver = SD_PROTO_VER;
+	r->rq.opcode = opcode;
+	r->rq.data_length = len;
+	r->rq.obj.oid = oid;
+	r->rq.obj.offset = off;
+	r->rq.obj.copies = copies;
+	r->data = buf;
+}
+
+static int obj_read(const struct nbd_export *e, uint32_t vid, uint32_t idx, void *buf, uint32_t len,
+		    uint32_t off)
+{
+	struct request r;
+
+	init_obj_req(&r, SD_OP_READ_OBJ, vid_to_data_oid(vid, idx), buf, len, off, e->copies);
+	return gateway_read_obj(&r);
+}
+
+/* write (or create, with cow_vid: from that VDI's object) object idx of vid */
+static int obj_write(const struct nbd_export *e, uint32_t vid, uint32_t idx, const void *buf,
+		     uint32_t len, uint32_t off, bool create, uint32_t cow_vid, bool sync)
+{
+	struct request r;
+
+	init_obj_req(&r, create ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ,
+		     vid_to_data_oid(vid, idx), (void *)buf, len, off, e->copies);
+	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
+	if (create && cow_vid) {
+		r.rq.flags |= SD_FLAG_CMD_COW;
+		r.rq.obj.cow_oid = vid_to_data_oid(cow_vid, idx);
+	}
+	return create ? gateway_create_and_write_obj(&r) : gateway_write_obj(&r);
+}
+
+/* vid's inode entry for idx becomes val */
+static int set_entry(const struct nbd_export *e, uint32_t vid, uint32_t idx, uint32_t val,
+		     bool sync)
+{
+	struct request r;
+	uint8_t shift;
+	bool snapshot;
+
+	/* the gateway lets inodes be written: a snapshot's map must stay as it is */
+	if (vdi_lookup_attr(vid, &shift, &snapshot) == SD_RES_SUCCESS && snapshot)
+		return SD_RES_READONLY;
+	init_obj_req(&r, SD_OP_WRITE_OBJ, vid_to_vdi_oid(vid), &val, sizeof(val),
+		     SD_INODE_HEADER_SIZE + (uint64_t)idx * sizeof(uint32_t), e->copies);
+	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
+	return gateway_write_obj(&r);
+}
+
+static bool is_busy(const struct nbd_export *e, uint32_t idx)
+{
+	return e->busy[idx / 8] & (1U << (idx % 8));
+}
+
+/*
+ * The entry of idx once no change of it is in flight, and in *vid the
+ * VDI's vid at that moment. With claim, the object becomes busy (the
+ * caller changes the entry) unless want_own and the entry is the VDI's own.
+ */
+static uint32_t get_entry(struct nbd_export *e, uint32_t idx, bool claim, bool want_own,
+			  uint32_t *vid)
+{
+	uint32_t cur;
+
+	pthread_mutex_lock(&e->lock);
+	while (is_busy(e, idx))
+		pthread_cond_wait(&e->cond, &e->lock);
+	cur = e->map[idx];
+	*vid = e->vid;
+	if (claim && !(want_own && cur == e->vid))
+		e->busy[idx / 8] |= 1U << (idx % 8);
+	pthread_mutex_unlock(&e->lock);
+	return cur;
+}
+
+static void put_entry(struct nbd_export *e, uint32_t idx, uint32_t val)
+{
+	pthread_mutex_lock(&e->lock);
+	e->map[idx] = val;
+	e->busy[idx / 8] &= ~(1U << (idx % 8));
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+static void remove_own(const struct nbd_export *e, uint32_t vid, uint32_t idx)
+{
+	int ret = gateway_obj_remove(vid_to_data_oid(vid, idx), e->copies);
+
+	if (ret != SD_RES_SUCCESS && ret != SD_RES_NO_OBJ)
+		sd_warn("released object %016" PRIx64 " stays: %s", vid_to_data_oid(vid, idx),
+			sd_strerror(ret));
+}
+
+/*
+ * The working VDI became a snapshot under the export (collie vdi snapshot)
+ * and its lock moved to the new working VDI: follow it, as QEMU's driver
+ * did on READONLY. The name resolves to the new VDI, whose map names the
+ * old objects (copied on their next write). Holds e->lock throughout, so
+ * that every request sees the old VDI or the new one. SD_RES_*.
+ */
+static int follow_snapshot(struct nbd_export *e, uint32_t stale)
+{
+	struct nbd_export tmp;
+	int ret = SD_RES_SUCCESS;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->vid != stale)
+		goto out_unlock; /* another request followed it already */
+	memset(&tmp, 0, sizeof(tmp));
+	snprintf(tmp.name, sizeof(tmp.name), "%s", e->name);
+	ret = resolve(tmp.name, "", 0, &tmp.vid);
+	if (ret == SD_RES_SUCCESS && tmp.vid == stale)
+		ret = SD_RES_READONLY;
+	if (ret == SD_RES_SUCCESS)
+		ret = nbd_export_load(&tmp, true);
+	if (ret == SD_RES_SUCCESS &&
+	    (tmp.readonly || tmp.shift != e->shift || tmp.nr_objs != e->nr_objs))
+		ret = SD_RES_READONLY;
+	if (ret == SD_RES_SUCCESS) {
+		/* entries being changed keep theirs: their writers put them back */
+		for (uint32_t i = 0; i < e->nr_objs && i < tmp.nr_objs; i++)
+			if (is_busy(e, i))
+				tmp.map[i] = e->map[i];
+		free(e->map);
+		e->map = tmp.map;
+		tmp.map = NULL;
+		sd_info("nbd: vdi %s was snapshotted: the export follows it from %06" PRIx32
+			" to %06" PRIx32,
+			e->name, stale, tmp.vid);
+		e->vid = tmp.vid;
+		e->copies = tmp.copies;
+	}
+	free(tmp.map);
+	free(tmp.busy);
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return ret;
+}
+
+/* write len bytes of buf at off into object idx, creating it if needed */
+static int write_piece(struct nbd_export *e, uint32_t idx, const void *buf, uint32_t len,
+		       uint32_t off, bool sync)
+{
+	bool whole = off == 0 && len == obj_size(e);
+	uint32_t vid, cur;
+	int ret;
+
+	for (int tries = 0;; tries++) {
+		cur = get_entry(e, idx, true, true, &vid);
+		if (cur == vid) {
+			ret = obj_write(e, vid, idx, buf, len, off, false, 0, sync);
+		} else {
+			ret = obj_write(e, vid, idx, buf, len, off, true, whole ? 0 : cur, sync);
+			if (ret == SD_RES_SUCCESS) {
+				ret = set_entry(e, vid, idx, vid, sync);
+				/* an object the map does not name must not leak into a later
+				 * creation */
+				if (ret != SD_RES_SUCCESS)
+					remove_own(e, vid, idx);
+			}
+			put_entry(e, idx, ret == SD_RES_SUCCESS ? vid : cur);
+		}
+		if (ret != SD_RES_READONLY || e->readonly || tries == 2 ||
+		    follow_snapshot(e, vid) != SD_RES_SUCCESS)
+			return ret;
+	}
+}
+
+/* the whole object idx reads as zeros from now on */
+static int release_piece(struct nbd_export *e, uint32_t idx, bool sync)
+{
+	uint32_t vid, cur;
+	int ret;
+
+	for (int tries = 0;; tries++) {
+		cur = get_entry(e, idx, true, false, &vid);
+		ret = SD_RES_SUCCESS;
+		if (cur) {
+			ret = set_entry(e, vid, idx, 0, sync);
+			if (ret == SD_RES_SUCCESS && cur == vid)
+				remove_own(e, vid, idx);
+		}
+		put_entry(e, idx, ret == SD_RES_SUCCESS ? 0 : cur);
+		if (ret != SD_RES_READONLY || tries == 2 ||
+		    follow_snapshot(e, vid) != SD_RES_SUCCESS)
+			return ret;
+	}
+}
+
+static void add_run(struct nbd_io *io, uint32_t off, uint32_t len, bool hole)
+{
+	struct nbd_run *last = io->nr_runs ? &io->runs[io->nr_runs - 1] : NULL;
+
+	if (last && last->hole == hole && last->off + last->len == off) {
+		last->len += len;
+		return;
+	}
+	io->runs[io->nr_runs++] = (struct nbd_run){ off, len, hole };
+}
+
+/* call fn on each object piece of [io->offset, +io->length) */
+#define for_each_piece(e, start, length, idx, off, len, done)                                      \
+	for (done = 0; done < (length) &&                                                          \
+		       (idx = (uint32_t)(((start) + done) >> (e)->shift),                          \
+		       off = (uint32_t)(((start) + done) & (obj_size(e) - 1)),                     \
+		       len = (uint32_t)min_t(uint64_t, obj_size(e) - off, (length)-done), 1);      \
+	     done += len)
+
+static int do_read(struct nbd_io *io)
+{
+	struct nbd_export *e = io->exp;
+	uint64_t done;
+	uint32_t idx, off, len;
+
+	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
+		uint32_t own, vid = get_entry(e, idx, false, false, &own);
+		char *p = (char *)io->buf + done;
+		int ret;
+
+		if (!vid) {
+			if (!io->structured)
+				memset(p, 0, len);
+			add_run(io, done, len, io->structured);
+			continue;
+		}
+		ret = obj_read(e, vid, idx, p, len, off);
+		if (ret == SD_RES_NO_OBJ && vid != own) {
+			/* an ancestor's object that was never written reads as zeros */
+			memset(p, 0, len);
+			ret = SD_RES_SUCCESS;
+		}
+		if (ret != SD_RES_SUCCESS)
+			return ret;
+		add_run(io, done, len, false);
+	}
+	return SD_RES_SUCCESS;
+}
+
+static int do_write(struct nbd_io *io, const void *zeros)
+{
+	struct nbd_export *e = io->exp;
+	bool sync = io->flags & NBD_CMD_FLAG_FUA;
+	uint64_t done;
+	uint32_t idx, off, len;
+
+	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
+		const void *p = zeros ? zeros : (const char *)io->buf + done;
+		int ret = write_piece(e, idx, p, len, off, sync);
+
+		if (ret != SD_RES_SUCCESS)
+			return ret;
+	}
+	return SD_RES_SUCCESS;
+}
+
+/*
+ * TRIM releases the whole objects of the range and leaves the edges alone
+ * (a trim is advice). WRITE_ZEROES releases whole objects too unless
+ * NO_HOLE, and writes zeros over the rest.
+ */
+static int do_trim_or_zero(struct nbd_io *io)
+{
+	struct nbd_export *e = io->exp;
+	bool zero = io->type == NBD_CMD_WRITE_ZEROES;
+	bool punch = !(zero && (io->flags & NBD_CMD_FLAG_NO_HOLE));
+	bool sync = io->flags & NBD_CMD_FLAG_FUA;
+	void *zeros = NULL;
+	uint64_t done;
+	uint32_t idx, off, len, vid;
+	int ret = SD_RES_SUCCESS;
+
+	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
+		if (punch && len == obj_size(e)) {
+			ret = release_piece(e, idx, sync);
+		} else if (zero) {
+			if (!zeros)
+				zeros = calloc(1, obj_size(e));
+			if (!zeros)
+				return SD_RES_NO_MEM;
+			/* an unallocated object reads as zeros already */
+			if (!get_entry(e, idx, false, false, &vid) && punch)
+				continue;
+			ret = write_piece(e, idx, zeros, len, off, sync);
+		}
+		if (ret != SD_RES_SUCCESS)
+			break;
+	}
+	free(zeros);
+	return ret;
+}
+
+/* FLUSH_VDI's work: this node's store and every other node's */
+static int flush_all(void)
+{
+	struct request r;
+
+	memset(&r, 0, sizeof(r));
+	r.rq.opcode = SD_OP_FLUSH_VDI;
+	return gateway_flush_vdi(&r);
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+/* base:allocation: extents of allocated (0) and unallocated (hole|zero) objects */
+#define NBD_MAX_EXTENTS 1024
+
+static int do_block_status(struct nbd_io *io)
+{
+	struct nbd_export *e = io->exp;
+	uint32_t nr = 0, max = (io->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : NBD_MAX_EXTENTS;
+	uint32_t last_flags = 0, *len_at = NULL;
+	uint8_t *p;
+	uint64_t done;
+	uint32_t idx, off, len;
+
+	io->buf = malloc(4 + 8 * max);
+	if (!io->buf)
+		return SD_RES_NO_MEM;
+	p = io->buf;
+	put_be32(p, NBD_META_ID_ALLOCATION);
+	for_each_piece(e, io->offset, io->length, idx, off, len, done) {
+		uint32_t own, entry = get_entry(e, idx, false, false, &own);
+		uint32_t flags = entry ? 0 : NBD_STATE_HOLE | NBD_STATE_ZERO;
+
+		if (len_at && flags == last_flags) {
+			uint32_t sum = ((uint32_t)len_at[0]) + len;
+
+			if (sum >= len) { /* no overflow of the 32-bit length */
+				len_at[0] = sum;
+				continue;
+			}
+		}
+		if (nr == max)
+			break;
+		len_at = (uint32_t *)(p + 4 + 8 * nr);
+		len_at[0] = len;
+		len_at[1] = flags;
+		last_flags = flags;
+		nr++;
+	}
+	/* to big-endian in place */
+	for (uint32_t i = 0; i < nr; i++) {
+		uint32_t *d = (uint32_t *)(p + 4 + 8 * i), l = d[0], f = d[1];
+
+		put_be32((uint8_t *)&d[0], l);
+		put_be32((uint8_t *)&d[1], f);
+	}
+	io->buf_len = 4 + 8 * nr;
+	return SD_RES_SUCCESS;
+}
+
+void nbd_io_work(struct work *w)
+{
+	struct nbd_io *io = container_of(w, struct nbd_io, work);
+	int ret;
+
+	switch (io->type) {
+	case NBD_CMD_READ:
+		ret = do_read(io);
+		break;
+	case NBD_CMD_WRITE:
+		ret = do_write(io, NULL); /* FUA: every object write is synchronous */
+		break;
+	case NBD_CMD_FLUSH:
+		ret = flush_all();
+		break;
+	case NBD_CMD_TRIM:
+	case NBD_CMD_WRITE_ZEROES:
+		ret = do_trim_or_zero(io);
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		ret = do_block_status(io);
+		break;
+	default:
+		ret = SD_RES_INVALID_PARMS;
+		break;
+	}
+	io->error = nbd_errno(ret);
+	if (ret != SD_RES_SUCCESS)
+		sd_debug("nbd %s: command %u at %" PRIu64 " length %" PRIu32 ": %s", io->exp->name,
+			 io->type, io->offset, io->length, sd_strerror(ret));
+}
+
+/* GET_VDI_INFO's resolution, called directly: name + tag, or snapid */
+static int resolve(const char *name, const char *tag, uint32_t snapid, uint32_t *vid)
+{
+	struct request r;
+	char names[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN] = { 0 };
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(names, SD_MAX_VDI_LEN, "%s", name);
+	snprintf(names + SD_MAX_VDI_LEN, SD_MAX_VDI_TAG_LEN, "%s", tag);
+	r.rq.proto_ver = SD_PROTO_VER;
+	r.rq.opcode = SD_OP_GET_VDI_INFO;
+	r.rq.flags = SD_FLAG_CMD_WRITE;
+	r.rq.data_length = sizeof(names);
+	r.rq.vdi.snapid = snapid;
+	r.data = names;
+	ret = vdi_op_get_info(&r);
+	if (ret == SD_RES_SUCCESS)
+		*vid = r.rp.vdi.vdi_id;
+	return ret;
+}
+
+int nbd_export_resolve(struct nbd_export *e, const char *export)
+{
+	const char *at = strrchr(export, '@'), *sel = at ? at + 1 : "";
+	size_t nlen = at ? (size_t)(at - export) : strlen(export);
+	uint64_t id = 0;
+
+	while (*export == '/' && nlen > 1) { /* nbd://host/NAME carries no slash, be lenient */
+		export ++;
+		nlen--;
+	}
+	if (nlen == 0 || nlen >= sizeof(e->name) || strlen(sel) >= sizeof(e->tag))
+		return SD_RES_NO_VDI;
+	memcpy(e->name, export, nlen);
+	e->name[nlen] = '\0';
+	if (at && !*sel)
+		return SD_RES_NO_TAG;
+	if (*sel && sel[strspn(sel, "0123456789")] == '\0' && strlen(sel) < 10)
+		id = strtoull(sel, NULL, 10);
+	if (id)
+		e->snapid = (uint32_t)id;
+	else
+		snprintf(e->tag, sizeof(e->tag), "%s", sel);
+	return resolve(e->name, e->tag, e->snapid, &e->vid);
+}
+
+int nbd_export_load(struct nbd_export *e, bool with_map)
+{
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	int ret;
+
+	if (!h)
+		return SD_RES_NO_MEM;
+	ret = gateway_obj_read(vid_to_vdi_oid(e->vid), h, SD_INODE_HEADER_SIZE, 0, 0);
+	if (ret == SD_RES_SUCCESS) {
+		e->size = h->vdi_size;
+		e->shift = h->block_size_shift ? h->block_size_shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+		e->copies = h->nr_copies;
+		e->readonly = h->snap_ctime != 0;
+		e->nr_objs = (uint32_t)((e->size + obj_size(e) - 1) >> e->shift);
+		if (e->shift < SD_MIN_BLOCK_SIZE_SHIFT || e->shift > SD_MAX_BLOCK_SIZE_SHIFT ||
+		    e->nr_objs > MAX_DATA_OBJS)
+			ret = SD_RES_EIO;
+	}
+	free(h);
+	if (ret != SD_RES_SUCCESS || !with_map)
+		return ret;
+	free(e->map);
+	free(e->busy);
+	e->map = calloc(e->nr_objs + 1, sizeof(uint32_t));
+	e->busy = calloc(e->nr_objs / 8 + 1, 1);
+	if (!e->map || !e->busy)
+		return SD_RES_NO_MEM;
+	if (e->nr_objs)
+		ret = gateway_obj_read(vid_to_vdi_oid(e->vid), e->map,
+				       e->nr_objs * sizeof(uint32_t), SD_INODE_HEADER_SIZE, 0);
+	return ret;
+}
+
+void nbd_export_free(struct nbd_export *e)
+{
+	if (!e)
+		return;
+	free(e->map);
+	free(e->busy);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->cond);
+	free(e);
+}
+
+/* an export name for the inode header h, or NULL if it is deleted */
+static char *export_name(const struct sd_inode_header *h)
+{
+	char *s;
+
+	if (!h->name[0])
+		return NULL;
+	if (!h->snap_ctime)
+		return strndup(h->name, SD_MAX_VDI_LEN - 1);
+	if (asprintf(&s, "%.*s@%" PRIu32, SD_MAX_VDI_LEN - 1, h->name, h->snap_id) < 0)
+		return NULL;
+	return s;
+}
+
+int nbd_list_exports(char ***names)
+{
+	struct request r;
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	char **v = NULL;
+	int n = 0, cap = 0, ret = -ENOMEM;
+
+	if (!h || !bitmap)
+		goto out_free;
+	memset(&r, 0, sizeof(r));
+	r.rq.opcode = SD_OP_READ_VDIS;
+	r.rq.data_length = SD_VDI_BITMAP_SIZE;
+	r.data = bitmap;
+	if (vdi_op_read_vdis(&r) != SD_RES_SUCCESS) {
+		ret = -EIO;
+		goto out_free;
+	}
+	for (uint32_t vid = 1; vid < SD_NR_VDIS; vid++) {
+		char *name;
+
+		if (!bitmap[vid / 8]) {
+			vid |= 7;
+			continue;
+		}
+		if (!sd_vid_test(bitmap, vid) ||
+		    gateway_obj_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, 0))
+			continue;
+		name = export_name(h);
+		if (!name)
+			continue;
+		if (n == cap) {
+			char **nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof(*v));
+
+			if (!nv) {
+				free(name);
+				goto out_free;
+			}
+			v = nv;
+		}
+		v[n++] = name;
+	}
+	*names = v;
+	v = NULL;
+	ret = n;
+out_free:
+	if (v)
+		while (n--)
+			free(v[n]);
+	free(v);
+	free(bitmap);
+	free(h);
+	return ret;
+}
