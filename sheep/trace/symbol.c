@@ -154,3 +154,10 @@ out_close:
 	close(fd);
 	return ret;
 }
+
+const char *trace_symbol_name(uintptr_t addr)
+{
+	const struct sym *s = all_syms ? sym_find(all_syms, nr_all_syms, addr) : NULL;
+
+	return s ? s->name : NULL;
+}

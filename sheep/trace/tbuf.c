@@ -39,7 +39,7 @@ static struct tbuf *tbuf_list;
 /* ---- clock ---- */
 
 static uint64_t clk_tsc0, clk_ns0;
-static uint64_t clk_mult = 1ULL << 32; /* ns per tick, 32.32 fixed point */
+uint64_t trace_clk_mult = 1ULL << 32; /* ns per tick, 32.32 fixed point */
 
 static uint64_t mono_ns(void)
 {
@@ -60,7 +60,7 @@ void trace_clock_calibrate(void)
 	n1 = mono_ns();
 	t1 = trace_rdtsc();
 	if (t1 > t0 && n1 > n0)
-		clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
+		trace_clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 	clk_tsc0 = t0;
 	clk_ns0 = n0;
 }
@@ -68,8 +68,8 @@ void trace_clock_calibrate(void)
 uint64_t trace_tsc_to_ns(uint64_t tsc)
 {
 	if (tsc >= clk_tsc0)
-		return clk_ns0 + (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * clk_mult) >> 32);
-	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * clk_mult) >> 32);
+		return clk_ns0 + (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * trace_clk_mult) >> 32);
+	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * trace_clk_mult) >> 32);
 }
 
 /* ---- buffers ---- */
@@ -107,6 +107,9 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 {
 	b->owner = tid;
 	b->nr_overflow = 0;
+	b->inside = 0;
+	b->top = NULL;
+	b->pending = NULL;
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
@@ -116,13 +119,13 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
 }
 
-/* a free buffer of the right size, claimed with a CAS on its owner */
-static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records)
+/* a free buffer of the right size and tracer, claimed with a CAS on its owner */
+static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, unsigned id)
 {
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint32_t zero = 0;
 
-		if (b->mask + 1 != nr_records)
+		if (b->mask + 1 != nr_records || b->tracer != id)
 			continue;
 		if (b->owner == tid)
 			return b; /* left by an earlier thread with our tid */
@@ -133,10 +136,10 @@ static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records)
 	return NULL;
 }
 
-struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
+struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id)
 {
-	uint32_t session = trace_hot.session;
-	uint64_t nr = trace_hot.nr_records;
+	uint32_t session = trace_hot.session[id];
+	uint64_t nr = trace_hot.nr_records[id];
 	struct tbuf *b;
 
 	if (old && old->mask + 1 == nr) {
@@ -145,7 +148,7 @@ struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
 	}
 	if (old) /* wrong size: give it to whoever wants that size */
 		__atomic_store_n(&old->owner, 0, __ATOMIC_RELEASE);
-	b = tbuf_claim(tid, nr);
+	b = tbuf_claim(tid, nr, id);
 	if (b) {
 		tbuf_reset(b, tid, session, false);
 		return b;
@@ -154,6 +157,7 @@ struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
 	if (!b)
 		return NULL;
 	b->owner = tid;
+	b->tracer = id;
 	b->next = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
 	while (!__atomic_compare_exchange_n(&tbuf_list, &b->next, b, false, __ATOMIC_ACQ_REL,
 					    __ATOMIC_ACQUIRE))
@@ -175,25 +179,52 @@ void tbuf_reap(void)
 	}
 }
 
-static bool tbuf_current(const struct tbuf *b)
+static bool tbuf_current(const struct tbuf *b, unsigned id)
 {
-	return __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session &&
-	       trace_hot.session;
+	return b->tracer == id &&
+	       __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session[id] &&
+	       trace_hot.session[id];
 }
 
-void tbuf_counts(uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
+/*
+ * Records of a ring tracer; for the profile tracer, whose buffer is a table
+ * and loses nothing, the calls it counted. The function tracer's records
+ * take two slots.
+ */
+void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
 {
 	*nr_threads = 0;
 	*nr_events = *nr_lost = 0;
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+		uint64_t lost = head > b->mask + 1 ? head - b->mask - 1 : 0;
 
-		if (!tbuf_current(b))
+		if (!tbuf_current(b, id))
 			continue;
 		(*nr_threads)++;
+		if (id == TRACER_PROFILE) {
+			/* a table: the calls counted are its records */
+			const struct trace_prof_ent *t = (const struct trace_prof_ent *)b->recs;
+
+			head = 0;
+			lost = 0;
+			for (size_t i = 0; i < trace_prof_len(b); i++)
+				head += __atomic_load_n(&t[i].calls, __ATOMIC_RELAXED);
+		}
+		if (id == TRACER_FUNCTION) {
+			head /= 2;
+			lost = (lost + 1) / 2;
+		}
 		*nr_events += head;
-		*nr_lost += (head > b->mask + 1 ? head - b->mask - 1 : 0) + b->nr_overflow;
+		*nr_lost += lost + b->nr_overflow;
 	}
+}
+
+void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), void *arg)
+{
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (tbuf_current(b, id))
+			fn(b, arg);
 }
 
 /* copy one buffer's valid records, oldest first */
@@ -253,13 +284,13 @@ static void refresh_comm(struct tbuf_snap *s)
 	memcpy(s->comm, name, sizeof(s->comm));
 }
 
-int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps)
+int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps)
 {
 	struct tbuf_snap *s = NULL;
 	size_t n = 0, cap = 0;
 
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
-		if (!tbuf_current(b))
+		if (!tbuf_current(b, id))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -273,7 +304,7 @@ int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps)
 		if (snap_one(b, &s[n]) < 0)
 			goto out_free;
 		/* reset under us by a new session: drop it */
-		if (!tbuf_current(b)) {
+		if (!tbuf_current(b, id)) {
 			free(s[n].recs);
 			continue;
 		}
