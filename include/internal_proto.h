@@ -54,6 +54,7 @@
 #define SD_OP_TRACE_STOP 0xB1
 #define SD_OP_TRACE_STATUS 0xB2
 #define SD_OP_TRACE_READ 0xB3
+#define SD_OP_TRACE_FOLLOW 0xB4 /* the records written since the last FOLLOW */
 
 /* internal result codes */
 #define SD_RES_NO_SUPPORT 0x80	 /* the operation is not built into this daemon */
@@ -162,6 +163,13 @@ struct sd_recovery_info {
  *   function called: "name calls total_ns self_ns min_ns max_ns" then 40
  *   counts of calls taking [2^k, 2^(k+1)) ns, k = 0..39 (the last bucket
  *   holds every longer call too).
+ * TRACE_FOLLOW: req.trace.tracer_flags as for READ (graph or function),
+ *   req.trace.offset 0 to start from the oldest record still held, 1 to go
+ *   on from the previous FOLLOW; data_length = the most text wanted. The
+ *   answer holds whole lines, one per record, each sent once:
+ *     "E tid depth ts_ns name" and "X tid depth ts_ns name" (graph entry and
+ *     exit), "F tid ts_ns name caller" (function), "L tid count" (records
+ *     overwritten before they could be sent). One follower at a time.
  */
 #define SD_TRACE_FMT_GRAPH 0
 #define SD_TRACE_FMT_FOLDED 1

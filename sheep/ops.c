@@ -136,6 +136,7 @@ static const struct sd_op_template ops[] = {
 	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },
 	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_MAIN, true, op_trace },
 	{ "TRACE_READ", SD_OP_TRACE_READ, OP_MAIN, true, op_trace },
+	{ "TRACE_FOLLOW", SD_OP_TRACE_FOLLOW, OP_MAIN, true, op_trace },
 };
 
 const struct sd_op_template *get_sd_op(uint8_t opcode)

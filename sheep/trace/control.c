@@ -562,6 +562,12 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 		snap.valid = false;
 		snap.generation++;
 		ret = t->read(fmt, &snap.out);
+		if (ret == -EINVAL && !req->trace.tracer_flags && id != TRACER_GRAPH) {
+			/* the last tracer has no such format: graph's records then */
+			tout_free(&snap.out);
+			id = TRACER_GRAPH;
+			ret = trace_tracer_by_id(id)->read(fmt, &snap.out);
+		}
 		if (ret < 0) {
 			tout_free(&snap.out);
 			return errno_to_res(ret);
@@ -585,6 +591,26 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	return SD_RES_SUCCESS;
 }
 
+static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
+{
+	unsigned id = req->trace.tracer_flags ? req->trace.tracer_flags - 1
+					      : (unsigned)last_started;
+	size_t len = 0;
+	int ret;
+
+	if (id == TRACER_PROFILE && !req->trace.tracer_flags)
+		id = TRACER_GRAPH;
+	if (!trace_tracer_by_id(id))
+		return SD_RES_NO_TRACER;
+	if (id != TRACER_GRAPH && id != TRACER_FUNCTION)
+		return SD_RES_INVALID_PARMS;
+	ret = trace_follow(id, req->trace.offset == 0, data, req->data_length, &len);
+	if (ret < 0)
+		return errno_to_res(ret);
+	rsp->data_length = (uint32_t)len;
+	return SD_RES_SUCCESS;
+}
+
 int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 {
 	int ret;
@@ -594,7 +620,7 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 		return SD_RES_INVALID_PARMS;
 	pthread_mutex_lock(&trace_lock);
 	if (init_state != INIT_DONE && req->opcode != SD_OP_TRACE_STATUS &&
-	    req->opcode != SD_OP_TRACE_READ) {
+	    req->opcode != SD_OP_TRACE_READ && req->opcode != SD_OP_TRACE_FOLLOW) {
 		ret = init_state == INIT_FAILED ? SD_RES_TRACE_BROKEN : SD_RES_NO_SUPPORT;
 		goto out_unlock;
 	}
@@ -610,6 +636,9 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 		break;
 	case SD_OP_TRACE_READ:
 		ret = trace_read(req, rsp, data);
+		break;
+	case SD_OP_TRACE_FOLLOW:
+		ret = trace_follow_op(req, rsp, data);
 		break;
 	default:
 		ret = SD_RES_INVALID_PARMS;

@@ -110,6 +110,7 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->inside = 0;
 	b->top = NULL;
 	b->pending = NULL;
+	b->followed = 0;
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
@@ -218,6 +219,13 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 		*nr_events += head;
 		*nr_lost += lost + b->nr_overflow;
 	}
+}
+
+void tbuf_for_each_mut(unsigned id, int (*fn)(struct tbuf *b, void *arg), void *arg)
+{
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (tbuf_current(b, id) && fn(b, arg))
+			return;
 }
 
 void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), void *arg)

@@ -130,6 +130,7 @@ struct tbuf {
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
 	uint64_t *pending; /* profile: a histogram count still to bump */
+	uint64_t followed; /* records before this one were streamed (follow.c) */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
 	unsigned shift;	  /* log2 nr of records */
@@ -238,6 +239,8 @@ void tbuf_reap(void);
 void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
 /* Call @fn on each buffer of tracer @id's current session. */
 void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), void *arg);
+/* The same, for the control path that updates the buffers' follow cursors. */
+void tbuf_for_each_mut(unsigned id, int (*fn)(struct tbuf *b, void *arg), void *arg);
 
 /* A consistent copy of one thread's records, oldest first. */
 struct tbuf_snap {
@@ -445,6 +448,15 @@ static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf
 	k = 63 - (unsigned)__builtin_clzll(ns | 1);
 	b->pending = &t->hist[k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1];
 }
+
+/* ---- streaming (follow.c) ---- */
+
+/*
+ * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the last call
+ * (@restart: since the oldest one still held), as lines into @buf (at most
+ * @len bytes); *@out_len is what was written. 0 or -errno.
+ */
+int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len);
 
 /* ---- output (render.c) ---- */
 
