@@ -47,6 +47,10 @@ int tt_stop(void);
 int tt_status(struct sd_trace_status *st);
 /* the whole rendering in @fmt, malloc'd and NUL-terminated (NULL on error) */
 char *tt_read(int fmt);
+/* the same from tracer @tracer (SD_TRACER_*, 0: the last started) */
+char *tt_read_tracer(int fmt, uint32_t tracer);
+/* stop one tracer by name */
+int tt_stop_tracer(const char *name);
 /* lines of @text containing @needle */
 int tt_count(const char *text, const char *needle);
 
