@@ -520,6 +520,11 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 		ret = collie_usage_err("--follow prints graph or csv");
 		goto out_free;
 	}
+	if (id == SD_TRACER_PROFILE) {
+		ret = collie_usage_err("the profile tracer streams nothing: see 'collie debug "
+				       "trace stat'");
+		goto out_free;
+	}
 	if (fmt == SD_TRACE_FMT_CSV)
 		printf(id == SD_TRACER_FUNCTION ? "tid,ts_ns,function,caller\n"
 						 : "tid,depth,function,entry_ns,duration_ns\n");
