@@ -195,7 +195,7 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	} else {
 		e->mask = TRACE_FRAME_PROFILE;
 		e->word = *trace_site_word(site);
-		trace_profile_entry(b, e);
+		e->child = 0;
 		e->ts = trace_rdtsc();
 	}
 	__asm__ volatile("" ::: "memory");
@@ -365,7 +365,9 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 
 		b = th->bufs[TRACER_PROFILE];
 		if (buf_ready(b, TRACER_PROFILE))
-			trace_profile_exit(b, e, now);
+			trace_profile_exit(b, e,
+					   d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL,
+					   now);
 	} else {
 		exit_general(th, e, d - 1);
 	}

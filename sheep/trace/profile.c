@@ -32,15 +32,25 @@ static inline uint64_t ticks_to_ns(uint64_t t)
 	return (uint64_t)(((unsigned __int128)t * trace_clk_mult) >> 32);
 }
 
-/* the hooks inline these when profile runs alone (trace_priv.h) */
+/*
+ * Beside other tracers: the profiled frames of a thread are chained through
+ * f->parent from b->top (frames of other tracers lie between them). Alone,
+ * the hooks inline trace_profile_exit and need no chain.
+ */
 static void profile_entry(struct tbuf *b, struct trace_frame *f, unsigned depth)
 {
-	trace_profile_entry(b, f);
+	struct trace_frame *top = b->top;
+
+	/* a top at or above us was left by a longjmp: it is no parent of ours */
+	f->parent = top && top < f ? top : NULL;
+	f->child = 0;
+	b->top = f;
 }
 
 static void profile_exit(struct tbuf *b, struct trace_frame *f, unsigned depth, uint64_t now)
 {
-	trace_profile_exit(b, f, now);
+	b->top = f->parent;
+	trace_profile_exit(b, f, f->parent, now);
 }
 
 static int profile_start(struct trace_config *c)
@@ -58,9 +68,11 @@ static void profile_stop(void)
 
 struct prof_sum {
 	struct trace_prof_ent *ents;
+	uint64_t *calls;
 	size_t nr;
 };
 
+/* a thread's table into the sum, with the count the thread has pending */
 static void add_table(const struct tbuf *b, void *arg)
 {
 	const struct trace_prof_ent *t = (const struct trace_prof_ent *)b->recs;
@@ -70,28 +82,19 @@ static void add_table(const struct tbuf *b, void *arg)
 
 	for (size_t i = 0; i < n; i++) {
 		struct trace_prof_ent *s = &sum->ents[i];
-		uint64_t calls = __atomic_load_n(&t[i].calls, __ATOMIC_RELAXED);
+		uint64_t calls = trace_prof_calls(&t[i], pend);
 
 		if (!calls)
 			continue;
-		if (!s->calls || t[i].min < s->min)
+		if (!sum->calls[i] || t[i].min < s->min)
 			s->min = t[i].min;
 		if (t[i].max > s->max)
 			s->max = t[i].max;
-		s->calls += calls;
+		sum->calls[i] += calls;
 		s->total += t[i].total;
 		s->self += t[i].self;
 		for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
-			s->hist[k] += t[i].hist[k];
-	}
-	/* the count the thread's next profiled return would bump */
-	if (pend >= (const uint64_t *)t && pend < (const uint64_t *)(t + n)) {
-		size_t off = (size_t)((const char *)pend - (const char *)t);
-		size_t i = off / sizeof(*t);
-		size_t k = (off % sizeof(*t) - offsetof(struct trace_prof_ent, hist)) / sizeof(*pend);
-
-		if (k < TRACE_PROF_BUCKETS)
-			sum->ents[i].hist[k]++;
+			s->hist[k] += t[i].hist[k] + (pend == &t[i].hist[k]);
 	}
 }
 
@@ -104,8 +107,12 @@ static int profile_read(int fmt, struct trace_out *out)
 		return -EINVAL;
 	sum.nr = trace_nr_prof_sites;
 	sum.ents = calloc(sum.nr ? sum.nr : 1, sizeof(*sum.ents));
-	if (!sum.ents)
+	sum.calls = calloc(sum.nr ? sum.nr : 1, sizeof(*sum.calls));
+	if (!sum.ents || !sum.calls) {
+		free(sum.ents);
+		free(sum.calls);
 		return -ENOMEM;
+	}
 	tbuf_for_each(TRACER_PROFILE, add_table, &sum);
 	if (fmt == SD_TRACE_FMT_FOLDED)
 		tout_printf(out, "# folded stacks: function, then ns of self time (profile)\n");
@@ -114,13 +121,13 @@ static int profile_read(int fmt, struct trace_out *out)
 		const struct trace_site *site = &trace_sites[trace_prof_sites[i]];
 		const char *name = trace_site_name(site, 0, buf, sizeof(buf));
 
-		if (!s->calls)
+		if (!sum.calls[i])
 			continue;
 		if (fmt == SD_TRACE_FMT_FOLDED) {
 			tout_printf(out, "%s %llu\n", name, (unsigned long long)ticks_to_ns(s->self));
 			continue;
 		}
-		tout_printf(out, "%s %llu %llu %llu %llu %llu", name, (unsigned long long)s->calls,
+		tout_printf(out, "%s %llu %llu %llu %llu %llu", name, (unsigned long long)sum.calls[i],
 			    (unsigned long long)ticks_to_ns(s->total),
 			    (unsigned long long)ticks_to_ns(s->self),
 			    (unsigned long long)ticks_to_ns(s->min),
@@ -130,6 +137,7 @@ static int profile_read(int fmt, struct trace_out *out)
 		tout_printf(out, "\n");
 	}
 	free(sum.ents);
+	free(sum.calls);
 	return out->failed ? -ENOMEM : 0;
 }
 

@@ -209,8 +209,10 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 
 			head = 0;
 			lost = 0;
+			const uint64_t *pend = __atomic_load_n(&b->pending, __ATOMIC_RELAXED);
+
 			for (size_t i = 0; i < trace_prof_len(b); i++)
-				head += __atomic_load_n(&t[i].calls, __ATOMIC_RELAXED);
+				head += trace_prof_calls(&t[i], pend);
 		}
 		if (id == TRACER_FUNCTION) {
 			head /= 2;

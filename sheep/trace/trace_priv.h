@@ -375,16 +375,32 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 #define TRACE_PROF_BUCKETS 40 /* log2 of ns: [2^k, 2^(k+1)), the last one open */
 
-/* one site's figures in one thread's table; times in TSC ticks */
+/*
+ * One site's figures in one thread's table; times in TSC ticks. The calls
+ * are the sum of the histogram (plus the thread's pending count): one
+ * increment less per call.
+ */
 struct trace_prof_ent {
-	uint64_t calls;
 	uint64_t total;
 	uint64_t self;
 	uint64_t min;
 	uint64_t max;
 	uint64_t hist[TRACE_PROF_BUCKETS];
-	uint64_t pad[3];
+	uint64_t pad[4];
 };
+
+/* calls counted in @t, and in the owner's pending count @pending */
+static inline uint64_t trace_prof_calls(const struct trace_prof_ent *t, const uint64_t *pending)
+{
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++) {
+		n += __atomic_load_n(&t->hist[k], __ATOMIC_RELAXED);
+		if (pending == &t->hist[k])
+			n++;
+	}
+	return n;
+}
 
 /* the sites profiled, by profile index (control.c sets them before a start) */
 extern uint32_t *trace_prof_sites;
@@ -397,23 +413,17 @@ static inline __attribute__((always_inline)) size_t trace_prof_len(const struct 
 	return (size_t)((b->mask + 1) * sizeof(struct trace_rec) / sizeof(struct trace_prof_ent));
 }
 
-static inline __attribute__((always_inline)) void trace_profile_entry(struct tbuf *b,
-								      struct trace_frame *f)
-{
-	struct trace_frame *top = b->top;
-
-	/* a top at or above us was left by a longjmp: it is no parent of ours */
-	f->parent = top && top < f ? top : NULL;
-	f->child = 0;
-	b->top = f;
-}
-
 /*
  * A profiled call returns at TSC @now: count it in the thread's table and
- * in its parent's children. Times in ticks; the histogram in ns.
+ * in the children of @parent, its innermost profiled caller (NULL: none).
+ * Times in ticks; the histogram in ns. The parent is found two ways: with
+ * other tracers about, a chain through the frames (profile.c); profile
+ * alone (the hooks' fast path), every frame on the shadow stack is a
+ * profiled one, so the parent is the frame just below.
  */
 static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf *b,
 								     struct trace_frame *f,
+								     struct trace_frame *parent,
 								     uint64_t now)
 {
 	uint32_t idx = TRACE_WORD_INDEX(f->word);
@@ -421,9 +431,8 @@ static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf
 	uint64_t dur = now - f->ts, ns;
 	unsigned k;
 
-	b->top = f->parent;
-	if (f->parent)
-		f->parent->child += dur;
+	if (parent)
+		parent->child += dur;
 	/* a call that began in an older session may not fit this table */
 	if (unlikely((uint64_t)(idx + 1) * (sizeof(*t) / sizeof(struct trace_rec)) > b->mask + 1))
 		return;
@@ -433,7 +442,6 @@ static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf
 		t->min = dur;
 	if (dur > t->max)
 		t->max = dur;
-	t->calls++;
 	t->total += dur;
 	t->self += dur > f->child ? dur - f->child : 0;
 	/*
