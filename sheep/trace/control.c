@@ -319,6 +319,11 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 	tbuf_reap();
 	tstate[t->id].buffer_size = pow2_records(c.buffer_size) * sizeof(struct trace_rec);
 	trace_hot.nr_records[t->id] = pow2_records(c.buffer_size);
+	/* a ring of the default size grows on demand; one asked for does not */
+	trace_hot.max_records[t->id] = trace_hot.nr_records[t->id];
+	if (!req->trace.buffer_size && t->id != TRACER_PROFILE &&
+	    pow2_records(TRACE_DEFAULT_MAX_BUFFER) > trace_hot.nr_records[t->id])
+		trace_hot.max_records[t->id] = pow2_records(TRACE_DEFAULT_MAX_BUFFER);
 	snprintf(trace_thread_kind[t->id], sizeof(trace_thread_kind[0]), "%s",
 		 a->thread ? a->thread : "");
 	if (t->id == TRACER_GRAPH) {

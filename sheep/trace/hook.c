@@ -15,8 +15,9 @@
  *
  * Rules kept here:
  * - no lock, no allocation, no syscall once the thread has its buffer; the
- *   slow path (first traced call of a thread in a session) runs with the
- *   vector registers saved by the trampoline and with signals blocked;
+ *   slow path (first traced call of a thread in a session, or a ring about
+ *   to wrap that may grow) runs with the vector registers saved by the
+ *   trampoline and with signals blocked;
  * - a recursion guard: a traced function called from a signal handler that
  *   interrupted a hook is not traced (it cannot corrupt the shadow stack);
  * - errno is not touched on the fast path and is kept on the slow path;
@@ -84,8 +85,11 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	for (uint32_t m = mask; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 
-		if (buf_ready(th->bufs[id], id))
+		if (buf_ready(th->bufs[id], id)) {
+			if (unlikely(th->bufs[id]->head >= th->bufs[id]->grow_at))
+				return TRACE_HOOK_SLOW;
 			continue;
+		}
 		if (th->nobuf_session[id] != trace_hot.session[id])
 			return TRACE_HOOK_SLOW;
 		mask &= ~TRACER_BIT(id);
@@ -170,7 +174,8 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		return trace_hot.active ? entry_general(th, ip, parent, site)
 					: TRACE_HOOK_UNTRACED;
 	b = th->bufs[id];
-	if (unlikely(!buf_ready(b, id)))
+	/* no buffer yet in this session, or a ring to grow before it wraps */
+	if (unlikely(!buf_ready(b, id) || b->head >= b->grow_at))
 		return th->nobuf_session[id] != trace_hot.session[id] ? TRACE_HOOK_SLOW
 								       : TRACE_HOOK_UNTRACED;
 	if (unlikely(depth >= trace_hot.depth_limit)) {
@@ -215,7 +220,7 @@ int trace_func_hook(uintptr_t ip, uintptr_t ret)
 
 	if (unlikely(th->in_hook || !(trace_hot.active & TRACER_BIT(TRACER_FUNCTION))))
 		return TRACE_HOOK_UNTRACED;
-	if (unlikely(!buf_ready(b, TRACER_FUNCTION)))
+	if (unlikely(!buf_ready(b, TRACER_FUNCTION) || b->head >= b->grow_at))
 		return th->nobuf_session[TRACER_FUNCTION] != trace_hot.session[TRACER_FUNCTION]
 			       ? TRACE_HOOK_SLOW
 			       : TRACE_HOOK_UNTRACED;
@@ -270,7 +275,12 @@ static void get_buffers(struct trace_thread *th, uint32_t mask)
 		unsigned id = (unsigned)__builtin_ctz(mask);
 		uint32_t session = trace_hot.session[id];
 
-		if (buf_ready(th->bufs[id], id) || th->nobuf_session[id] == session)
+		if (buf_ready(th->bufs[id], id)) {
+			if (th->bufs[id]->head >= th->bufs[id]->grow_at)
+				tbuf_grow(th->bufs[id]); /* grow_at is past head after */
+			continue;
+		}
+		if (th->nobuf_session[id] == session)
 			continue;
 		th->bufs[id] = thread_wanted(id, th->tid) ? tbuf_get(th->bufs[id], th->tid, id)
 							  : NULL;

@@ -85,22 +85,63 @@ static unsigned log2_u64(uint64_t v)
 	return n;
 }
 
-static struct tbuf *tbuf_alloc(uint64_t nr_records)
+/* fault the pages of [p, p + len) in, so that the hot path never does */
+static void populate(void *p, size_t len)
 {
-	size_t len = sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec);
+	for (size_t off = 0; off < len; off += 4096)
+		((volatile char *)p)[off] = 0;
+}
+
+/*
+ * A buffer of @nr_records, in a mapping that can hold @max_records: the
+ * address space is reserved at once, the pages only as the ring grows
+ * (populated first: no page fault on the hot path; zeroed: every lap 0).
+ */
+static struct tbuf *tbuf_alloc(uint64_t nr_records, uint64_t max_records)
+{
+	size_t len = sizeof(struct tbuf) + max_records * sizeof(struct trace_rec);
 	struct tbuf *b;
 
 	len = round_up(len, 4096);
-	/* populated: no page fault on the hot path; zeroed: every lap 0 */
-	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
-		 0);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
 	if (b == MAP_FAILED)
 		return NULL;
+	populate(b, sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec));
 	b->map_len = len;
+	b->map_nr = max_records;
 	b->mask = nr_records - 1;
 	b->shift = log2_u64(nr_records);
 	b->recs = (struct trace_rec *)(b + 1);
 	return b;
+}
+
+static uint64_t grow_point(const struct tbuf *b)
+{
+	uint64_t nr = b->mask + 1;
+
+	return nr < b->map_nr && nr > 2 * TRACE_GROW_MARGIN ? nr - TRACE_GROW_MARGIN : UINT64_MAX;
+}
+
+/*
+ * Growing before the ring wraps keeps every record where it is: records
+ * 0..nr-1 sit in slots 0..nr-1 and carry lap 0 with either size. A reader
+ * that mixes the old size with a head past it drops the records it cannot
+ * place (their lap does not match), nothing worse.
+ */
+int tbuf_grow(struct tbuf *b)
+{
+	uint64_t nr = b->mask + 1;
+
+	if (nr >= b->map_nr || b->head > nr) {
+		b->grow_at = UINT64_MAX;
+		return -ENOSPC;
+	}
+	populate(b->recs + nr, nr * sizeof(struct trace_rec));
+	__atomic_store_n(&b->shift, b->shift + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->mask, 2 * nr - 1, __ATOMIC_RELEASE);
+	b->grow_at = grow_point(b);
+	return 0;
 }
 
 static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_fresh)
@@ -116,17 +157,29 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	/* clear the words: lap 0 records must not be mistaken for old ones */
 	if (!is_fresh)
 		memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
+	b->grow_at = grow_point(b);
 	prctl(PR_GET_NAME, b->comm, 0, 0, 0);
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
 }
 
-/* a free buffer of the right size and tracer, claimed with a CAS on its owner */
-static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, unsigned id)
+/*
+ * A free buffer of the right sizes and tracer, claimed with a CAS on its
+ * owner. One that grew keeps its size (its pages are there anyway).
+ */
+static bool tbuf_fits(const struct tbuf *b, uint64_t nr_records, uint64_t max_records,
+		      unsigned id)
+{
+	return b->tracer == id && b->map_nr == max_records && b->mask + 1 >= nr_records &&
+	       (max_records > nr_records || b->mask + 1 == nr_records);
+}
+
+static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, uint64_t max_records,
+			       unsigned id)
 {
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint32_t zero = 0;
 
-		if (b->mask + 1 != nr_records || b->tracer != id)
+		if (!tbuf_fits(b, nr_records, max_records, id))
 			continue;
 		if (b->owner == tid)
 			return b; /* left by an earlier thread with our tid */
@@ -140,21 +193,23 @@ static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, unsigned id)
 struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id)
 {
 	uint32_t session = trace_hot.session[id];
-	uint64_t nr = trace_hot.nr_records[id];
+	uint64_t nr = trace_hot.nr_records[id], max = trace_hot.max_records[id];
 	struct tbuf *b;
 
-	if (old && old->mask + 1 == nr) {
+	if (max < nr)
+		max = nr;
+	if (old && tbuf_fits(old, nr, max, id)) {
 		tbuf_reset(old, tid, session, false);
 		return old;
 	}
 	if (old) /* wrong size: give it to whoever wants that size */
 		__atomic_store_n(&old->owner, 0, __ATOMIC_RELEASE);
-	b = tbuf_claim(tid, nr, id);
+	b = tbuf_claim(tid, nr, max, id);
 	if (b) {
 		tbuf_reset(b, tid, session, false);
 		return b;
 	}
-	b = tbuf_alloc(nr);
+	b = tbuf_alloc(nr, max);
 	if (!b)
 		return NULL;
 	b->owner = tid;

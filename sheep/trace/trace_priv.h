@@ -31,7 +31,9 @@
 
 #define TRACE_INSN_SIZE 5
 #define TRACE_MAX_DEPTH 128		  /* shadow stack entries per thread */
-#define TRACE_DEFAULT_BUFFER (1U << 20) /* bytes per thread */
+#define TRACE_DEFAULT_BUFFER (1U << 20) /* bytes per thread at first */
+#define TRACE_DEFAULT_MAX_BUFFER (64U << 20) /* what a default buffer may grow to */
+#define TRACE_GROW_MARGIN 512 /* records: exits pushed after the last entry's check */
 #define TRACE_MIN_BUFFER 4096
 #define TRACE_MAX_BUFFER (256ULL << 20)
 #define TRACE_STW_TIMEOUT_MS 1000
@@ -134,6 +136,8 @@ struct tbuf {
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
 	unsigned shift;	  /* log2 nr of records */
+	uint64_t grow_at; /* an entry at this head grows the ring first (slow path) */
+	uint64_t map_nr;  /* records the mapping holds: what the ring may grow to */
 	uint64_t nr_overflow; /* calls not traced: shadow stack full */
 	size_t map_len;
 	char comm[16];
@@ -190,7 +194,8 @@ struct trace_hot {
 	uint32_t graph_root;  /* graph records only inside a --graph-function root */
 	uint64_t graph_thresh; /* graph keeps only calls of at least this many ticks */
 	uint32_t session[TRACE_MAX_TRACERS];	/* bumped by every start of that tracer */
-	uint64_t nr_records[TRACE_MAX_TRACERS]; /* per buffer, power of two */
+	uint64_t nr_records[TRACE_MAX_TRACERS]; /* per buffer at first, power of two */
+	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
 };
 extern struct trace_hot trace_hot;
 
@@ -233,6 +238,11 @@ static inline __attribute__((always_inline)) void tbuf_push(struct tbuf *b, uint
 
 /* Find or make the calling thread's buffer of tracer @id for its current session. */
 struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id);
+/*
+ * Double the ring of the calling thread's buffer @b, which reached grow_at
+ * before it wrapped (slow path: it faults pages in). 0 or -ENOSPC.
+ */
+int tbuf_grow(struct tbuf *b);
 /* Mark buffers of threads that exited as reusable (control path). */
 void tbuf_reap(void);
 /* Counters of tracer @id's current session. */
