@@ -201,10 +201,13 @@ static const char *state_str(uint32_t state)
 	}
 }
 
-/* "12 (3.4%: a larger --buffer-size keeps them)", or the bare count when none */
-static void fmt_lost(uint64_t lost, uint64_t kept, char *buf, size_t len)
+/*
+ * "12 (3.4%: a larger --buffer-size keeps them)", or the bare count when
+ * none; @total counts every record written, the lost ones too
+ */
+static void fmt_lost(uint64_t lost, uint64_t total, char *buf, size_t len)
 {
-	uint64_t tenths = lost ? lost * 1000 / (lost + kept) : 0;
+	uint64_t tenths = lost ? lost * 1000 / (lost > total ? lost : total) : 0;
 
 	if (!lost)
 		snprintf(buf, len, "0");
