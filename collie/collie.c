@@ -81,7 +81,7 @@ static const struct {
 	{ OPT_COPIES, "-c, --copies N", "number of replicas (1-31; default: the cluster's)" },
 	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
 	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
-	{ OPT_TRACER, "--tracer NAME", "graph (default), function or profile" },
+	{ OPT_TRACER, "--tracer NAME", "graph (default), function, profile or loop" },
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_NOTRACE, "--notrace PATTERN", "leave the functions matching out (repeatable)" },
 	{ OPT_GRAPH_FUNCTION, "--graph-function FN", "graph: record only inside FN (repeatable)" },

@@ -121,9 +121,12 @@ static int trace_start(int argc, char **argv)
 	char *buf;
 	int ret;
 
-	if ((opts.has_threshold || opts.nr_graph_functions) && strcmp(name, "graph"))
-		return collie_usage_err("--threshold and --graph-function are options of the "
-					"graph tracer, not of '%s'", name);
+	if (opts.nr_graph_functions && strcmp(name, "graph"))
+		return collie_usage_err("--graph-function is an option of the graph tracer, not "
+					"of '%s'", name);
+	if (opts.has_threshold && strcmp(name, "graph") && strcmp(name, "loop"))
+		return collie_usage_err("--threshold is an option of the graph and loop tracers, "
+					"not of '%s'", name);
 	buf = start_payload(tracer, &len);
 	if (!buf) {
 		collie_err("out of memory");
@@ -569,6 +572,7 @@ int trace_tracer_id(const char *name, uint32_t *id)
 		[SD_TRACER_GRAPH] = "graph",
 		[SD_TRACER_FUNCTION] = "function",
 		[SD_TRACER_PROFILE] = "profile",
+		[SD_TRACER_LOOP] = "loop",
 	};
 
 	*id = 0;

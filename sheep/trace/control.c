@@ -324,8 +324,9 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 	if (!req->trace.buffer_size && t->id != TRACER_PROFILE &&
 	    pow2_records(TRACE_DEFAULT_MAX_BUFFER) > trace_hot.nr_records[t->id])
 		trace_hot.max_records[t->id] = pow2_records(TRACE_DEFAULT_MAX_BUFFER);
+	/* the loop checker watches the event loop: the main thread */
 	snprintf(trace_thread_kind[t->id], sizeof(trace_thread_kind[0]), "%s",
-		 a->thread ? a->thread : "");
+		 a->thread ? a->thread : t->id == TRACER_LOOP ? "main" : "");
 	if (t->id == TRACER_GRAPH) {
 		trace_hot.depth_limit = req->trace.depth ? req->trace.depth : TRACE_MAX_DEPTH;
 		/* ns to ticks: ticks = ns * 2^32 / (ns per tick << 32) */
@@ -363,7 +364,8 @@ static int trace_start(const struct sd_req *req, const char *data)
 	if (tstate[id].want)
 		return SD_RES_TRACE_BUSY;
 	if (req->trace.depth > TRACE_MAX_DEPTH || req->trace.buffer_size > TRACE_MAX_BUFFER ||
-	    ((a.nr_roots || a.thresh_ns) && id != TRACER_GRAPH))
+	    (a.nr_roots && id != TRACER_GRAPH) ||
+	    (a.thresh_ns && id != TRACER_GRAPH && id != TRACER_LOOP))
 		return SD_RES_INVALID_PARMS;
 
 	want = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);

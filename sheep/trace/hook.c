@@ -96,6 +96,10 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	}
 	if (!mask)
 		return TRACE_HOOK_UNTRACED;
+	/* slow handlers to log: at a handler's entry, in the slow path */
+	if (unlikely(mask & TRACER_BIT(TRACER_LOOP)) && th->bufs[TRACER_LOOP]->inside &&
+	    trace_is_handler(*parent))
+		return TRACE_HOOK_SLOW;
 	th->in_hook = 1;
 	__asm__ volatile("" ::: "memory");
 	now = trace_rdtsc();
@@ -261,8 +265,9 @@ static bool thread_wanted(unsigned id, uint32_t tid)
  * for in their current session (or mark it untraced by them), with signals
  * blocked and errno kept.
  */
-static void get_buffers(struct trace_thread *th, uint32_t mask)
+static void get_buffers(struct trace_thread *th, uint32_t mask, const uintptr_t *parent)
 {
+	uint32_t mask_all = mask;
 	int saved_errno = errno;
 	sigset_t all, old;
 
@@ -287,6 +292,9 @@ static void get_buffers(struct trace_thread *th, uint32_t mask)
 		if (!th->bufs[id])
 			th->nobuf_session[id] = session;
 	}
+	if ((mask_all & TRACER_BIT(TRACER_LOOP)) && parent && trace_is_handler(*parent) &&
+	    buf_ready(th->bufs[TRACER_LOOP], TRACER_LOOP) && th->bufs[TRACER_LOOP]->inside)
+		trace_loop_flush(th->bufs[TRACER_LOOP]);
 	th->in_hook = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
@@ -300,9 +308,11 @@ int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 	uint32_t fast = trace_hot.fast;
 	int ret;
 
-	get_buffers(th, fast != TRACE_FAST_NONE
-				? TRACER_BIT(fast_id(fast))
-				: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active);
+	get_buffers(th,
+		    fast != TRACE_FAST_NONE
+			    ? TRACER_BIT(fast_id(fast))
+			    : TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
+		    parent);
 	ret = trace_entry_hook(ip, parent);
 	/* a stop or a new session in between: not traced this time */
 	return ret == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : ret;
@@ -312,7 +322,7 @@ int trace_func_slow(uintptr_t ip, uintptr_t ret)
 {
 	int r;
 
-	get_buffers(&self, TRACER_BIT(TRACER_FUNCTION) & trace_hot.active);
+	get_buffers(&self, TRACER_BIT(TRACER_FUNCTION) & trace_hot.active, NULL);
 	r = trace_func_hook(ip, ret);
 	return r == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : r;
 }

@@ -62,6 +62,8 @@ const char *trace_site_name(const struct trace_site *s, uintptr_t addr, char *bu
 int trace_symbols_load(struct trace_site *sites, size_t nr_sites);
 /* The function of the program that contains @addr, or NULL. */
 const char *trace_symbol_name(uintptr_t addr);
+/* Where function @name of the program lies: [*start, *end). 0 or -ENOENT. */
+int trace_symbol_range(const char *name, uintptr_t *start, uintptr_t *end);
 
 /* ---- patching (patch.c) ---- */
 
@@ -152,6 +154,7 @@ struct tbuf {
 #define TRACER_GRAPH 0
 #define TRACER_FUNCTION 1
 #define TRACER_PROFILE 2
+#define TRACER_LOOP 3
 #define TRACER_BIT(id) (1U << (id))
 
 /*
@@ -193,6 +196,8 @@ struct trace_hot {
 	uint32_t depth_limit; /* <= TRACE_MAX_DEPTH */
 	uint32_t graph_root;  /* graph records only inside a --graph-function root */
 	uint64_t graph_thresh; /* graph keeps only calls of at least this many ticks */
+	uint64_t loop_lo, loop_hi; /* loop: the event loop's dispatch function */
+	uint64_t loop_thresh;	   /* loop: ticks a handler may hold the main thread */
 	uint32_t session[TRACE_MAX_TRACERS];	/* bumped by every start of that tracer */
 	uint64_t nr_records[TRACE_MAX_TRACERS]; /* per buffer at first, power of two */
 	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
@@ -466,6 +471,24 @@ static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf
 	k = 63 - (unsigned)__builtin_clzll(ns | 1);
 	b->pending = &t->hist[k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1];
 }
+
+/* ---- the loop checker (loop.c) ---- */
+
+#define TRACE_LOOP_FUNCTION "ev_loop_once" /* calls it makes are handlers */
+#define TRACE_LOOP_DEFAULT_NS (10ULL * 1000 * 1000)
+
+/* a call that returns into the event loop's dispatch: a handler */
+static inline __attribute__((always_inline)) bool trace_is_handler(uintptr_t ret)
+{
+	return ret >= trace_hot.loop_lo && ret < trace_hot.loop_hi;
+}
+
+/*
+ * Log the slow handlers that the loop checker counted in @b and did not log
+ * yet (b->inside of them). Slow path only, at a handler's entry (the main
+ * thread holds no lock there): it calls the logger.
+ */
+void trace_loop_flush(struct tbuf *b);
 
 /* ---- streaming (follow.c) ---- */
 

@@ -17,8 +17,9 @@ const struct tracer_ops *trace_tracers[TRACE_MAX_TRACERS];
 extern const void *const tracer_link_graph;
 extern const void *const tracer_link_function;
 extern const void *const tracer_link_profile;
+extern const void *const tracer_link_loop;
 const void *const *const trace_builtin_tracers[] = { &tracer_link_graph, &tracer_link_function,
-						     &tracer_link_profile };
+						     &tracer_link_profile, &tracer_link_loop };
 
 int trace_register_tracer(const struct tracer_ops *ops)
 {

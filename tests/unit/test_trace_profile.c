@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
+#include "event.h"
+#include "logger.h"
 #include "trace/trace.h"
 #include "trace/trace_priv.h"
 #include "trace_test.h"
@@ -273,6 +277,62 @@ START_TEST(test_notrace_and_root)
 }
 END_TEST
 
+/*
+ * The loop checker on the real event loop (lib/event.c): of two handlers
+ * dispatched by ev_loop_once, the one that sleeps 30 ms is recorded and,
+ * at the next handler's entry, logged once; the quick one is not.
+ */
+START_TEST(test_loop_checker)
+{
+	const char *pats[] = { "tfn_handler_*", "threshold=10000000", NULL };
+	char logpath[] = "/tmp/test_trace_loop.XXXXXX", line[256], *csv;
+	int slow[2], fast[2], fd, warnings = 0;
+	struct sd_trace_status st;
+	FILE *log;
+
+	fd = mkstemp(logpath);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(sd_log_init(logpath, SDOG_INFO, "test"), 0);
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(pipe(slow), 0);
+	ck_assert_int_eq(pipe(fast), 0);
+	ck_assert_int_eq(ev_add(slow[0], EPOLLIN, tfn_handler_slow, NULL), 0);
+	ck_assert_int_eq(ev_add(fast[0], EPOLLIN, tfn_handler_fast, NULL), 0);
+
+	ck_assert_int_eq(tt_start("loop", pats, 0, 0), SD_RES_SUCCESS);
+	/* a handler called from elsewhere is no handler */
+	tfn_handler_slow(-1, 0, NULL);
+	ck_assert_int_eq(write(slow[1], "s", 1), 1);
+	ck_assert_int_eq(write(fast[1], "f", 1), 1);
+	/* both in one round, or the slow one first: two rounds at most */
+	ck_assert_int_eq(ev_loop_once(100), 0);
+	ck_assert_int_eq(ev_loop_once(0), 0);
+	/* the next handler's entry logs what the last rounds found */
+	ck_assert_int_eq(write(fast[1], "f", 1), 1);
+	ck_assert_int_eq(ev_loop_once(100), 0);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_str_eq(st.tracer, "loop");
+	ck_assert_uint_eq(st.nr_events, 2);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_ptr_nonnull(csv);
+	ck_assert_int_eq(tt_count(csv, ",tfn_handler_slow,"), 1);
+	ck_assert_int_eq(tt_count(csv, ",tfn_handler_fast,"), 0);
+	free(csv);
+
+	sd_log_close();
+	log = fopen(logpath, "r");
+	ck_assert_ptr_nonnull(log);
+	warnings = 0;
+	while (fgets(line, sizeof(line), log))
+		warnings += !!strstr(line, "loop: handler tfn_handler_slow held the main thread");
+	fclose(log);
+	unlink(logpath);
+	ck_assert_int_eq(warnings, 1);
+}
+END_TEST
+
 static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("trace profile");
@@ -284,6 +344,7 @@ static Suite *profile_suite(void)
 	tcase_add_test(tc, test_separate_sites);
 	tcase_add_test(tc, test_function_tracer);
 	tcase_add_test(tc, test_notrace_and_root);
+	tcase_add_test(tc, test_loop_checker);
 	suite_add_tcase(s, tc);
 	return s;
 }

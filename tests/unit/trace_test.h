@@ -39,6 +39,8 @@ unsigned tfn_depth_inside(void);
 void tfn_call(void (*fn)(void *), void *arg);
 int tfn_jmp_outer(int x);
 int tfn_unused(int x);
+void tfn_handler_slow(int fd, uint32_t events, void *data);
+void tfn_handler_fast(int fd, uint32_t events, void *data);
 
 /* test helpers (not instrumented decisions: they live in the tests) */
 int tt_op(uint8_t opcode, struct sd_req *req, void *data, uint32_t len, struct sd_rsp *rsp);
