@@ -47,6 +47,8 @@ enum {
 	LOPT_TOP,
 	LOPT_CSV,
 	LOPT_FOLLOW,
+	LOPT_MAIN_ONLY,
+	LOPT_WORKER_ONLY,
 };
 
 static const struct option long_options[] = {
@@ -70,6 +72,8 @@ static const struct option long_options[] = {
 	{ "top", required_argument, NULL, LOPT_TOP },
 	{ "csv", no_argument, NULL, LOPT_CSV },
 	{ "follow", no_argument, NULL, LOPT_FOLLOW },
+	{ "main-only", required_argument, NULL, LOPT_MAIN_ONLY },
+	{ "worker-only", required_argument, NULL, LOPT_WORKER_ONLY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -81,12 +85,14 @@ static const struct {
 	{ OPT_COPIES, "-c, --copies N", "number of replicas (1-31; default: the cluster's)" },
 	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
 	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
-	{ OPT_TRACER, "--tracer NAME", "graph (default), function, profile or loop" },
+	{ OPT_TRACER, "--tracer NAME", "graph (default), function, profile, loop or thread" },
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_NOTRACE, "--notrace PATTERN", "leave the functions matching out (repeatable)" },
 	{ OPT_GRAPH_FUNCTION, "--graph-function FN", "graph: record only inside FN (repeatable)" },
 	{ OPT_THRESHOLD, "--threshold TIME", "graph: keep only calls of at least TIME (10us, 2ms)" },
 	{ OPT_THREAD, "--thread KIND", "trace only main, io, peer, cluster, ... threads" },
+	{ OPT_MAIN_ONLY, "--main-only FN", "thread: FN must run on the main thread" },
+	{ OPT_WORKER_ONLY, "--worker-only FN", "thread: FN must not run on the main thread" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
 	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome or csv" },
@@ -267,6 +273,12 @@ static int parse_trace_option(int c, const char *arg)
 		opts.follow = true;
 		mark_seen(OPT_FOLLOW);
 		break;
+	case LOPT_MAIN_ONLY:
+		mark_seen(OPT_MAIN_ONLY);
+		return add_pattern(opts.main_only, &opts.nr_main_only, arg, "--main-only");
+	case LOPT_WORKER_ONLY:
+		mark_seen(OPT_WORKER_ONLY);
+		return add_pattern(opts.worker_only, &opts.nr_worker_only, arg, "--worker-only");
 	}
 	return EXIT_OK;
 }

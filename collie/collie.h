@@ -62,6 +62,10 @@ struct collie_opts {
 	uint32_t top;
 	bool csv;
 	bool follow;
+	const char *main_only[COLLIE_MAX_FUNCTIONS];
+	int nr_main_only;
+	const char *worker_only[COLLIE_MAX_FUNCTIONS];
+	int nr_worker_only;
 };
 
 extern struct collie_opts opts;
@@ -84,6 +88,8 @@ extern struct collie_opts opts;
 #define OPT_TOP (1U << 25)
 #define OPT_CSV (1U << 26)
 #define OPT_FOLLOW (1U << 27)
+#define OPT_MAIN_ONLY (1U << 28)
+#define OPT_WORKER_ONLY (1U << 29)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.

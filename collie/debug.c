@@ -96,6 +96,10 @@ static char *start_payload(const char *tracer, size_t *lenp)
 		ret = add_string(&buf, &len, "notrace=", opts.skip_pats[i]);
 	for (int i = 0; !ret && i < opts.nr_graph_functions; i++)
 		ret = add_string(&buf, &len, "graph-function=", opts.graph_functions[i]);
+	for (int i = 0; !ret && i < opts.nr_main_only; i++)
+		ret = add_string(&buf, &len, "main=", opts.main_only[i]);
+	for (int i = 0; !ret && i < opts.nr_worker_only; i++)
+		ret = add_string(&buf, &len, "worker=", opts.worker_only[i]);
 	if (!ret && opts.thread)
 		ret = add_string(&buf, &len, "thread=", opts.thread);
 	if (!ret && opts.has_threshold) {
@@ -124,6 +128,9 @@ static int trace_start(int argc, char **argv)
 	if (opts.nr_graph_functions && strcmp(name, "graph"))
 		return collie_usage_err("--graph-function is an option of the graph tracer, not "
 					"of '%s'", name);
+	if ((opts.nr_main_only || opts.nr_worker_only) && strcmp(name, "thread"))
+		return collie_usage_err("--main-only and --worker-only are options of the thread "
+					"tracer, not of '%s'", name);
 	if (opts.has_threshold && strcmp(name, "graph") && strcmp(name, "loop"))
 		return collie_usage_err("--threshold is an option of the graph and loop tracers, "
 					"not of '%s'", name);
@@ -573,6 +580,7 @@ int trace_tracer_id(const char *name, uint32_t *id)
 		[SD_TRACER_FUNCTION] = "function",
 		[SD_TRACER_PROFILE] = "profile",
 		[SD_TRACER_LOOP] = "loop",
+		[SD_TRACER_THREAD] = "thread",
 	};
 
 	*id = 0;
@@ -626,11 +634,14 @@ static int trace_cat(int argc, char **argv)
 
 static const struct subcommand trace_cmds[] = {
 	{ "start", "", OPT_TRACER | OPT_FUNCTION | OPT_NOTRACE | OPT_GRAPH_FUNCTION |
-			       OPT_THRESHOLD | OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE,
+			       OPT_THRESHOLD | OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE |
+			       OPT_MAIN_ONLY | OPT_WORKER_ONLY,
 	  "patch the call sites and start a tracer", trace_start, NULL, 0, 0,
 	  "  collie debug trace start --function 'gateway_*' --notrace 'gateway_io_*'\n"
 	  "  collie debug trace start --tracer profile --function 'plain_*'\n"
-	  "  collie debug trace start --threshold 2ms --thread io\n" },
+	  "  collie debug trace start --threshold 2ms --thread io\n"
+	  "  collie debug trace start --tracer loop --threshold 5ms\n"
+	  "  collie debug trace start --tracer thread --worker-only 'plain_*'\n" },
 	{ "stop", "", OPT_TRACER,
 	  "stop one tracer or all, and put the NOPs back (the buffers stay readable)",
 	  trace_stop, NULL, 0, 0,

@@ -145,6 +145,8 @@ struct sd_recovery_info {
  *     graph-function=PAT   graph: record only inside calls of PAT (repeatable)
  *     threshold=NS         graph: keep only calls of at least NS ns; loop:
  *                          handlers that hold the main thread that long
+ *     main=PAT, worker=PAT thread checker: functions that must run on the
+ *                          main thread, and on a worker (repeatable)
  *     thread=KIND          trace only the threads of one kind: main, or the
  *                          first word of a thread's name (io, peer, ...)
  *   SD_RES_TRACE_BUSY if that tracer runs already, SD_RES_NO_TRACER if there
@@ -182,6 +184,7 @@ struct sd_recovery_info {
 #define SD_TRACER_FUNCTION 2
 #define SD_TRACER_PROFILE 3
 #define SD_TRACER_LOOP 4
+#define SD_TRACER_THREAD 5
 #define SD_TRACE_PROF_BUCKETS 40
 
 #define SD_TRACE_STATE_OFF 0

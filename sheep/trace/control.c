@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "logger.h"
 #include "trace.h"
@@ -134,6 +135,10 @@ struct start_args {
 	size_t nr_roots;
 	const char *thread;
 	uint64_t thresh_ns;
+	const char *main_only[TRACE_MAX_PATTERNS]; /* thread checker */
+	size_t nr_main_only;
+	const char *worker_only[TRACE_MAX_PATTERNS];
+	size_t nr_worker_only;
 };
 
 static int add_pat(const char **v, size_t *nr, const char *p)
@@ -151,6 +156,10 @@ static int parse_option(struct start_args *a, const char *s)
 
 	if (!strncmp(s, "notrace=", 8))
 		return *v ? add_pat(a->skip, &a->nr_skip, v) : SD_RES_SUCCESS;
+	if (!strncmp(s, "main=", 5))
+		return *v ? add_pat(a->main_only, &a->nr_main_only, v) : SD_RES_INVALID_PARMS;
+	if (!strncmp(s, "worker=", 7))
+		return *v ? add_pat(a->worker_only, &a->nr_worker_only, v) : SD_RES_INVALID_PARMS;
 	if (!strncmp(s, "graph-function=", 15))
 		return *v ? add_pat(a->roots, &a->nr_roots, v) : SD_RES_INVALID_PARMS;
 	if (!strncmp(s, "thread=", 7)) {
@@ -249,8 +258,20 @@ static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root
 
 		if (name_matches(name, a->skip, a->nr_skip))
 			continue;
+		if (a->nr_main_only && name_matches(name, a->main_only, a->nr_main_only))
+			root[i] |= 2;
+		if (a->nr_worker_only && name_matches(name, a->worker_only, a->nr_worker_only))
+			root[i] |= 4;
+		if (a->nr_main_only || a->nr_worker_only) {
+			/* the thread checker: the marked functions only */
+			if (root[i]) {
+				want[i] = 1;
+				(*nr_want)++;
+			}
+			continue;
+		}
 		if (a->nr_roots && name_matches(name, a->roots, a->nr_roots)) {
-			root[i] = 1;
+			root[i] |= 1;
 			nr_roots++;
 		}
 		if (root[i] || !a->nr_pats || name_matches(name, a->pats, a->nr_pats)) {
@@ -275,7 +296,7 @@ static int index_sites(const uint8_t *want, size_t nr_want)
 		if (!want[i])
 			continue;
 		sites[n] = (uint32_t)i;
-		__atomic_store_n(w, (*w & ~0xffffffU) | n, __ATOMIC_RELAXED);
+		__atomic_store_n(w, (*w & ~0x3fffffU) | n, __ATOMIC_RELAXED);
 		n++;
 	}
 	free(trace_prof_sites);
@@ -291,7 +312,12 @@ static void set_words(unsigned id, const uint8_t *want, const uint8_t *root)
 		uint32_t v = *w;
 
 		if (id == TRACER_GRAPH)
-			v = root[i] ? v | TRACE_WORD_ROOT : v & ~TRACE_WORD_ROOT;
+			v = root[i] & 1 ? v | TRACE_WORD_ROOT : v & ~TRACE_WORD_ROOT;
+		if (id == TRACER_THREAD) {
+			v &= ~(TRACE_WORD_MAIN_ONLY | TRACE_WORD_WORKER_ONLY);
+			v |= (root[i] & 2 ? TRACE_WORD_MAIN_ONLY : 0) |
+			     (root[i] & 4 ? TRACE_WORD_WORKER_ONLY : 0);
+		}
 		if (want[i])
 			v |= TRACER_BIT(id) << 24;
 		__atomic_store_n(w, v, __ATOMIC_RELAXED);
@@ -363,7 +389,14 @@ static int trace_start(const struct sd_req *req, const char *data)
 	id = tracer->id;
 	if (tstate[id].want)
 		return SD_RES_TRACE_BUSY;
+	if (id == TRACER_THREAD && !a.nr_main_only && !a.nr_worker_only) {
+		for (const char *const *p = trace_thread_main_only; *p; p++)
+			add_pat(a.main_only, &a.nr_main_only, *p);
+		for (const char *const *p = trace_thread_worker_only; *p; p++)
+			add_pat(a.worker_only, &a.nr_worker_only, *p);
+	}
 	if (req->trace.depth > TRACE_MAX_DEPTH || req->trace.buffer_size > TRACE_MAX_BUFFER ||
+	    ((a.nr_main_only || a.nr_worker_only) && id != TRACER_THREAD) ||
 	    (a.nr_roots && id != TRACER_GRAPH) ||
 	    (a.thresh_ns && id != TRACER_GRAPH && id != TRACER_LOOP))
 		return SD_RES_INVALID_PARMS;

@@ -425,8 +425,8 @@ static void render_header(int fmt, const char *tracer, const struct tbuf_snap *s
 
 /* ---- the function tracer's records ---- */
 
-static void render_function(int fmt, const struct tbuf_snap *snaps, size_t nr,
-			    struct trace_out *out)
+static void render_function(int fmt, const char *tracer, const struct tbuf_snap *snaps,
+			    size_t nr, struct trace_out *out)
 {
 	uint64_t recs = 0, lost = 0;
 	char loss[64];
@@ -438,8 +438,8 @@ static void render_function(int fmt, const struct tbuf_snap *snaps, size_t nr,
 	if (fmt == SD_TRACE_FMT_CSV) {
 		tout_printf(out, "tid,ts_ns,function,caller\n");
 	} else {
-		tout_printf(out, "# tracer: function\n# threads: %zu records: %llu lost: %llu\n",
-			    nr, (unsigned long long)recs, (unsigned long long)lost);
+		tout_printf(out, "# tracer: %s\n# threads: %zu records: %llu lost: %llu\n",
+			    tracer, nr, (unsigned long long)recs, (unsigned long long)lost);
 		if (lost) {
 			trace_fmt_loss(loss, sizeof(loss), lost, lost + recs);
 			tout_printf(out, "# lost %s\n", loss);
@@ -500,8 +500,8 @@ int trace_render(unsigned id, int fmt, const char *tracer, struct trace_out *out
 	ret = tbuf_snapshot(id, &snaps, &nr);
 	if (ret < 0)
 		return ret;
-	if (id == TRACER_FUNCTION) {
-		render_function(fmt, snaps, nr, out);
+	if (id == TRACER_FUNCTION || id == TRACER_THREAD) {
+		render_function(fmt, tracer, snaps, nr, out);
 		tbuf_snapshot_free(snaps, nr);
 		return out->failed ? -ENOMEM : 0;
 	}

@@ -147,6 +147,7 @@ int tbuf_grow(struct tbuf *b)
 static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_fresh)
 {
 	b->owner = tid;
+	b->on_main = tid == (uint32_t)getpid();
 	b->nr_overflow = 0;
 	b->inside = 0;
 	b->top = NULL;
@@ -269,7 +270,7 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 			for (size_t i = 0; i < trace_prof_len(b); i++)
 				head += trace_prof_calls(&t[i], pend);
 		}
-		if (id == TRACER_FUNCTION) {
+		if (id == TRACER_FUNCTION || id == TRACER_THREAD) {
 			head /= 2;
 			lost = (lost + 1) / 2;
 		}

@@ -131,6 +131,7 @@ struct tbuf {
 	uint32_t owner;	  /* tid, 0 once its thread is gone */
 	uint32_t session; /* the session it was reset for */
 	uint32_t tracer;  /* the id of the tracer it belongs to */
+	uint32_t on_main; /* its thread is the main one (its tid is the pid) */
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
 	uint64_t *pending; /* profile: a histogram count still to bump */
@@ -155,17 +156,21 @@ struct tbuf {
 #define TRACER_FUNCTION 1
 #define TRACER_PROFILE 2
 #define TRACER_LOOP 3
+#define TRACER_THREAD 4
 #define TRACER_BIT(id) (1U << (id))
 
 /*
  * The site word, one per site, found without a search: trace_site_words is
  * indexed by (site - trace_site_base) >> 4 (sites are at least 21 bytes
- * apart, so no two share a slot). Bits 0-23 are the site's index in the
- * profile tables, bits 24-31 the tracers that want the site, bit
- * TRACE_WORD_ROOT marks a --graph-function root. Written on the control
+ * apart, so no two share a slot). Bits 0-21 are the site's index in the
+ * profile tables, bits 22-23 the thread checker's marks, bits 24-30 the
+ * tracers that want the site, bit TRACE_WORD_ROOT marks a --graph-function
+ * root. Written on the control
  * path (one 32-bit store), read by the hooks.
  */
-#define TRACE_WORD_INDEX(w) ((w) & 0xffffffU)
+#define TRACE_WORD_INDEX(w) ((w) & 0x3fffffU)
+#define TRACE_WORD_MAIN_ONLY (1U << 22)	 /* thread checker: runs on the main thread only */
+#define TRACE_WORD_WORKER_ONLY (1U << 23) /* thread checker: never on the main thread */
 #define TRACE_WORD_MASK(w) (((w) >> 24) & 0x7fU)
 #define TRACE_WORD_ROOT (1U << 31)
 extern uint32_t *trace_site_words;
@@ -489,6 +494,12 @@ static inline __attribute__((always_inline)) bool trace_is_handler(uintptr_t ret
  * thread holds no lock there): it calls the logger.
  */
 void trace_loop_flush(struct tbuf *b);
+
+/* ---- the thread checker (thread.c) ---- */
+
+/* its own rules, used when a start gives no main= or worker= pattern */
+extern const char *const trace_thread_main_only[];
+extern const char *const trace_thread_worker_only[];
 
 /* ---- streaming (follow.c) ---- */
 

@@ -18,8 +18,10 @@ extern const void *const tracer_link_graph;
 extern const void *const tracer_link_function;
 extern const void *const tracer_link_profile;
 extern const void *const tracer_link_loop;
+extern const void *const tracer_link_thread;
 const void *const *const trace_builtin_tracers[] = { &tracer_link_graph, &tracer_link_function,
-						     &tracer_link_profile, &tracer_link_loop };
+						     &tracer_link_profile, &tracer_link_loop,
+						     &tracer_link_thread };
 
 int trace_register_tracer(const struct tracer_ops *ops)
 {
