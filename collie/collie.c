@@ -89,7 +89,8 @@ static const struct {
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
 	{ OPT_NOTRACE, "--notrace PATTERN", "leave the functions matching out (repeatable)" },
 	{ OPT_GRAPH_FUNCTION, "--graph-function FN", "graph: record only inside FN (repeatable)" },
-	{ OPT_THRESHOLD, "--threshold TIME", "graph: keep only calls of at least TIME (10us, 2ms)" },
+	{ OPT_THRESHOLD, "--threshold TIME",
+	  "graph: keep only calls of at least TIME (10us, 2ms)" },
 	{ OPT_THREAD, "--thread KIND", "trace only main, io, peer, cluster, ... threads" },
 	{ OPT_MAIN_ONLY, "--main-only FN", "thread: FN must run on the main thread" },
 	{ OPT_WORKER_ONLY, "--worker-only FN", "thread: FN must not run on the main thread" },
@@ -197,8 +198,9 @@ static int parse_time_ns(const char *arg, uint64_t *ns)
 	static const struct {
 		const char *suffix;
 		uint64_t mult;
-	} units[] = { { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
-		      { "", 1000 } };
+	} units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 }, { "", 1000 }
+	};
 	char *end;
 	uint64_t v;
 

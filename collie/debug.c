@@ -127,13 +127,16 @@ static int trace_start(int argc, char **argv)
 
 	if (opts.nr_graph_functions && strcmp(name, "graph"))
 		return collie_usage_err("--graph-function is an option of the graph tracer, not "
-					"of '%s'", name);
+					"of '%s'",
+					name);
 	if ((opts.nr_main_only || opts.nr_worker_only) && strcmp(name, "thread"))
 		return collie_usage_err("--main-only and --worker-only are options of the thread "
-					"tracer, not of '%s'", name);
+					"tracer, not of '%s'",
+					name);
 	if (opts.has_threshold && strcmp(name, "graph") && strcmp(name, "loop"))
 		return collie_usage_err("--threshold is an option of the graph and loop tracers, "
-					"not of '%s'", name);
+					"not of '%s'",
+					name);
 	buf = start_payload(tracer, &len);
 	if (!buf) {
 		collie_err("out of memory");
@@ -229,8 +232,8 @@ static void fmt_lost(uint64_t lost, uint64_t total, char *buf, size_t len)
 
 static void print_tracers(const struct trace_state *ts)
 {
-	printf("\n  %-10s %-6s %9s %7s %12s  %-8s %s\n", "TRACER", "STATE", "FUNCTIONS",
-	       "THREADS", "RECORDS", "SINCE", "LOST");
+	printf("\n  %-10s %-6s %9s %7s %12s  %-8s %s\n", "TRACER", "STATE", "FUNCTIONS", "THREADS",
+	       "RECORDS", "SINCE", "LOST");
 	for (int i = 0; i < ts->nr_tracers; i++) {
 		const struct sd_trace_tracer *t = &ts->tracers[i];
 		char since[32], lost[96];
@@ -444,8 +447,7 @@ static struct follow_thread *follow_thread(uint32_t tid)
 	return &follow_threads[nr_follow_threads++];
 }
 
-static void follow_entry(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts,
-			 const char *name)
+static void follow_entry(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts, const char *name)
 {
 	struct follow_thread *th = follow_thread(tid);
 	struct follow_frame *f;
@@ -465,8 +467,7 @@ static void follow_entry(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts
 		printf(" %10u | %13s | %*s%s() {\n", tid, "", (int)(2 * depth), "", name);
 }
 
-static void follow_exit(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts,
-			const char *name)
+static void follow_exit(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts, const char *name)
 {
 	struct follow_thread *th = follow_thread(tid);
 	unsigned k;
@@ -509,7 +510,8 @@ static void follow_line(uint32_t fmt, char *line)
 		       ts / 1000 % 1000000, name, caller);
 	else if (sscanf(line, "L %u %llu", &tid, &n) == 2)
 		collie_err("thread %u lost %llu records before they could be streamed (a larger "
-			   "--buffer-size keeps them)", tid, n);
+			   "--buffer-size keeps them)",
+			   tid, n);
 }
 
 /*
@@ -540,7 +542,7 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 	}
 	if (fmt == SD_TRACE_FMT_CSV)
 		printf(id == SD_TRACER_FUNCTION ? "tid,ts_ns,function,caller\n"
-						 : "tid,depth,function,entry_ns,duration_ns\n");
+						: "tid,depth,function,entry_ns,duration_ns\n");
 	for (uint64_t round = 0;; round++) {
 		char *line, *save = NULL;
 
@@ -576,10 +578,8 @@ out_free:
 int trace_tracer_id(const char *name, uint32_t *id)
 {
 	static const char *const names[] = {
-		[SD_TRACER_GRAPH] = "graph",
-		[SD_TRACER_FUNCTION] = "function",
-		[SD_TRACER_PROFILE] = "profile",
-		[SD_TRACER_LOOP] = "loop",
+		[SD_TRACER_GRAPH] = "graph",	 [SD_TRACER_FUNCTION] = "function",
+		[SD_TRACER_PROFILE] = "profile", [SD_TRACER_LOOP] = "loop",
 		[SD_TRACER_THREAD] = "thread",
 	};
 
@@ -633,9 +633,9 @@ static int trace_cat(int argc, char **argv)
 }
 
 static const struct subcommand trace_cmds[] = {
-	{ "start", "", OPT_TRACER | OPT_FUNCTION | OPT_NOTRACE | OPT_GRAPH_FUNCTION |
-			       OPT_THRESHOLD | OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE |
-			       OPT_MAIN_ONLY | OPT_WORKER_ONLY,
+	{ "start", "",
+	  OPT_TRACER | OPT_FUNCTION | OPT_NOTRACE | OPT_GRAPH_FUNCTION | OPT_THRESHOLD |
+	      OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE | OPT_MAIN_ONLY | OPT_WORKER_ONLY,
 	  "patch the call sites and start a tracer", trace_start, NULL, 0, 0,
 	  "  collie debug trace start --function 'gateway_*' --notrace 'gateway_io_*'\n"
 	  "  collie debug trace start --tracer profile --function 'plain_*'\n"
@@ -643,9 +643,8 @@ static const struct subcommand trace_cmds[] = {
 	  "  collie debug trace start --tracer loop --threshold 5ms\n"
 	  "  collie debug trace start --tracer thread --worker-only 'plain_*'\n" },
 	{ "stop", "", OPT_TRACER,
-	  "stop one tracer or all, and put the NOPs back (the buffers stay readable)",
-	  trace_stop, NULL, 0, 0,
-	  "  collie debug trace stop\n  collie debug trace stop --tracer profile\n" },
+	  "stop one tracer or all, and put the NOPs back (the buffers stay readable)", trace_stop,
+	  NULL, 0, 0, "  collie debug trace stop\n  collie debug trace stop --tracer profile\n" },
 	{ "status", "", OPT_RAW | OPT_TRACER, "show the state and counters, one line per tracer",
 	  trace_status, NULL, 0, 0,
 	  "  collie debug trace status\n  collie debug trace status --tracer graph -r\n" },
@@ -655,8 +654,8 @@ static const struct subcommand trace_cmds[] = {
 	  "  collie debug trace cat --format folded > stacks.folded\n"
 	  "  collie debug trace cat --follow --format csv\n" },
 	{ "stat", "", OPT_SORT | OPT_TOP | OPT_CSV,
-	  "the profile tracer's table: calls, total, self, avg, min, max per function",
-	  trace_stat, NULL, 0, 0,
+	  "the profile tracer's table: calls, total, self, avg, min, max per function", trace_stat,
+	  NULL, 0, 0,
 	  "  collie debug trace stat --sort self --top 20\n"
 	  "  collie debug trace stat --csv > profile.csv\n" },
 	{ "hist", "FUNCTION", 0, "a profiled function's latency distribution (log2 buckets)",

@@ -75,7 +75,8 @@ static int prof_read(struct prof *p)
 	p->text[b.len] = '\0';
 	for (line = strtok_r(p->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (p->nr == cap) {
-			struct prof_row *r = realloc(p->rows, (cap = cap ? cap * 2 : 64) * sizeof(*r));
+			struct prof_row *r =
+			    realloc(p->rows, (cap = cap ? cap * 2 : 64) * sizeof(*r));
 
 			if (!r) {
 				collie_err("out of memory");
@@ -225,8 +226,8 @@ static uint64_t percentile(const struct prof_row *r, unsigned q)
 			lo = r->min;
 		if (hi < lo)
 			hi = lo;
-		return lo + (uint64_t)((double)(hi - lo) * (double)(want - seen) /
-				       (double)r->hist[k]);
+		return lo +
+		       (uint64_t)((double)(hi - lo) * (double)(want - seen) / (double)r->hist[k]);
 	}
 	return r->max;
 }

@@ -207,7 +207,7 @@ struct sd_trace_status {
 /* one tracer in the TRACE_STATUS payload */
 struct sd_trace_tracer {
 	char name[32];
-	uint32_t state;	/* SD_TRACE_STATE_* */
+	uint32_t state; /* SD_TRACE_STATE_* */
 	uint32_t nr_sites_patched;
 	uint64_t nr_records; /* records kept (profile: calls counted) */
 	uint64_t nr_lost;    /* records overwritten or calls not traced */

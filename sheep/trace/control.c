@@ -237,7 +237,8 @@ static void union_want(uint8_t *u, unsigned id, const uint8_t *want)
 	for (size_t i = 0; i < trace_nr_sites; i++) {
 		u[i] = want && want[i] ? site_kind(id) : TRACE_SITE_NOP;
 		for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++)
-			if (t != id && tstate[t].want && tstate[t].want[i] && u[i] != TRACE_SITE_STUB)
+			if (t != id && tstate[t].want && tstate[t].want[i] &&
+			    u[i] != TRACE_SITE_STUB)
 				u[i] = site_kind(t);
 	}
 }
@@ -246,8 +247,7 @@ static void union_want(uint8_t *u, unsigned id, const uint8_t *want)
  * The sites of @a: the patterns (none: every site) but notrace; graph's
  * roots are in too, and marked. *nr_want counts them. SD_RES_*.
  */
-static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root,
-			size_t *nr_want)
+static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root, size_t *nr_want)
 {
 	size_t nr_roots = 0;
 
@@ -352,14 +352,16 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 		trace_hot.max_records[t->id] = pow2_records(TRACE_DEFAULT_MAX_BUFFER);
 	/* the loop checker watches the event loop: the main thread */
 	snprintf(trace_thread_kind[t->id], sizeof(trace_thread_kind[0]), "%s",
-		 a->thread ? a->thread : t->id == TRACER_LOOP ? "main" : "");
+		 a->thread		? a->thread
+		 : t->id == TRACER_LOOP ? "main"
+					: "");
 	if (t->id == TRACER_GRAPH) {
 		trace_hot.depth_limit = req->trace.depth ? req->trace.depth : TRACE_MAX_DEPTH;
 		/* ns to ticks: ticks = ns * 2^32 / (ns per tick << 32) */
 		trace_hot.graph_thresh =
-			a->thresh_ns ? (uint64_t)(((unsigned __int128)a->thresh_ns << 32) /
-						  trace_clk_mult)
-				     : 0;
+		    a->thresh_ns
+			? (uint64_t)(((unsigned __int128)a->thresh_ns << 32) / trace_clk_mult)
+			: 0;
 		if (a->thresh_ns && !trace_hot.graph_thresh)
 			trace_hot.graph_thresh = 1;
 		trace_hot.graph_root = a->nr_roots > 0;
@@ -566,13 +568,13 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 		memset(&tt, 0, sizeof(tt));
 		strncpy(tt.name, o->name, sizeof(tt.name) - 1);
 		tt.state = trace_state == SD_TRACE_STATE_BROKEN ? SD_TRACE_STATE_BROKEN
-			   : tstate[id].want			 ? SD_TRACE_STATE_ON
-								 : SD_TRACE_STATE_OFF;
+			   : tstate[id].want			? SD_TRACE_STATE_ON
+								: SD_TRACE_STATE_OFF;
 		tt.nr_sites_patched = tstate[id].nr_patched;
 		tbuf_counts(id, &tt.nr_threads, &tt.nr_records, &tt.nr_lost);
 		tt.since = tstate[id].since;
-		tt.buffer_size = tstate[id].buffer_size ? tstate[id].buffer_size
-							: TRACE_DEFAULT_BUFFER;
+		tt.buffer_size =
+		    tstate[id].buffer_size ? tstate[id].buffer_size : TRACE_DEFAULT_BUFFER;
 		memcpy((char *)data + len, &tt, sizeof(tt));
 		len += sizeof(tt);
 	}
@@ -586,9 +588,9 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	uint64_t off = req->trace.offset;
 	size_t n;
 
-	unsigned id = req->trace.tracer_flags ? req->trace.tracer_flags - 1
-					      : fmt == SD_TRACE_FMT_PROFILE ? TRACER_PROFILE
-									    : (unsigned)last_started;
+	unsigned id = req->trace.tracer_flags	    ? req->trace.tracer_flags - 1
+		      : fmt == SD_TRACE_FMT_PROFILE ? TRACER_PROFILE
+						    : (unsigned)last_started;
 	const struct tracer_ops *t = trace_tracer_by_id(id);
 
 	if (req->trace.format > SD_TRACE_FMT_PROFILE)
@@ -633,8 +635,8 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 
 static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 {
-	unsigned id = req->trace.tracer_flags ? req->trace.tracer_flags - 1
-					      : (unsigned)last_started;
+	unsigned id =
+	    req->trace.tracer_flags ? req->trace.tracer_flags - 1 : (unsigned)last_started;
 	size_t len = 0;
 	int ret;
 

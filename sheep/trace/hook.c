@@ -53,7 +53,7 @@ static __thread struct trace_thread self;
 struct trace_hot trace_hot = {
 	.depth_limit = TRACE_MAX_DEPTH,
 	.nr_records = { [0 ... TRACE_MAX_TRACERS - 1] =
-				TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec) },
+			    TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec) },
 };
 
 uint32_t *trace_site_words;
@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) bool buf_ready(const struct tbuf *b
  * run first and need no shadow entry; the others share one.
  */
 static __attribute__((noinline)) int entry_general(struct trace_thread *th, uintptr_t ip,
-						    uintptr_t *parent, uintptr_t site)
+						   uintptr_t *parent, uintptr_t site)
 {
 	uint32_t word = __atomic_load_n(trace_site_word(site), __ATOMIC_RELAXED);
 	uint32_t mask = TRACE_WORD_MASK(word) & trace_hot.active, hijack = 0;
@@ -175,13 +175,12 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	if (unlikely(th->in_hook))
 		return TRACE_HOOK_UNTRACED;
 	if (unlikely(fast == TRACE_FAST_NONE))
-		return trace_hot.active ? entry_general(th, ip, parent, site)
-					: TRACE_HOOK_UNTRACED;
+		return trace_hot.active ? entry_general(th, ip, parent, site) : TRACE_HOOK_UNTRACED;
 	b = th->bufs[id];
 	/* no buffer yet in this session, or a ring to grow before it wraps */
 	if (unlikely(!buf_ready(b, id) || b->head >= b->grow_at))
 		return th->nobuf_session[id] != trace_hot.session[id] ? TRACE_HOOK_SLOW
-								       : TRACE_HOOK_UNTRACED;
+								      : TRACE_HOOK_UNTRACED;
 	if (unlikely(depth >= trace_hot.depth_limit)) {
 		if (depth >= TRACE_MAX_DEPTH)
 			b->nr_overflow++;
@@ -226,8 +225,8 @@ int trace_func_hook(uintptr_t ip, uintptr_t ret)
 		return TRACE_HOOK_UNTRACED;
 	if (unlikely(!buf_ready(b, TRACER_FUNCTION) || b->head >= b->grow_at))
 		return th->nobuf_session[TRACER_FUNCTION] != trace_hot.session[TRACER_FUNCTION]
-			       ? TRACE_HOOK_SLOW
-			       : TRACE_HOOK_UNTRACED;
+			   ? TRACE_HOOK_SLOW
+			   : TRACE_HOOK_UNTRACED;
 	th->in_hook = 1;
 	__asm__ volatile("" ::: "memory");
 	trace_function_record(b, trace_rdtsc(), ip - TRACE_INSN_SIZE, ret);
@@ -287,8 +286,8 @@ static void get_buffers(struct trace_thread *th, uint32_t mask, const uintptr_t 
 		}
 		if (th->nobuf_session[id] == session)
 			continue;
-		th->bufs[id] = thread_wanted(id, th->tid) ? tbuf_get(th->bufs[id], th->tid, id)
-							  : NULL;
+		th->bufs[id] =
+		    thread_wanted(id, th->tid) ? tbuf_get(th->bufs[id], th->tid, id) : NULL;
 		if (!th->bufs[id])
 			th->nobuf_session[id] = session;
 	}
@@ -310,8 +309,8 @@ int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 
 	get_buffers(th,
 		    fast != TRACE_FAST_NONE
-			    ? TRACER_BIT(fast_id(fast))
-			    : TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
+			? TRACER_BIT(fast_id(fast))
+			: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
 		    parent);
 	ret = trace_entry_hook(ip, parent);
 	/* a stop or a new session in between: not traced this time */
@@ -385,9 +384,8 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 
 		b = th->bufs[TRACER_PROFILE];
 		if (buf_ready(b, TRACER_PROFILE))
-			trace_profile_exit(b, e,
-					   d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL,
-					   now);
+			trace_profile_exit(
+			    b, e, d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL, now);
 	} else {
 		exit_general(th, e, d - 1);
 	}

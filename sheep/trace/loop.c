@@ -62,7 +62,7 @@ static int loop_start(struct trace_config *c)
 	trace_hot.loop_thresh = c->thresh_ns ? c->thresh_ns : TRACE_LOOP_DEFAULT_NS;
 	/* ns to ticks */
 	trace_hot.loop_thresh =
-		(uint64_t)(((unsigned __int128)trace_hot.loop_thresh << 32) / trace_clk_mult);
+	    (uint64_t)(((unsigned __int128)trace_hot.loop_thresh << 32) / trace_clk_mult);
 	if (c->buffer_size > 65536)
 		c->buffer_size = 65536; /* 2048 slow handlers: plenty */
 	return 0;

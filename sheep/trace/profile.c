@@ -124,10 +124,12 @@ static int profile_read(int fmt, struct trace_out *out)
 		if (!sum.calls[i])
 			continue;
 		if (fmt == SD_TRACE_FMT_FOLDED) {
-			tout_printf(out, "%s %llu\n", name, (unsigned long long)ticks_to_ns(s->self));
+			tout_printf(out, "%s %llu\n", name,
+				    (unsigned long long)ticks_to_ns(s->self));
 			continue;
 		}
-		tout_printf(out, "%s %llu %llu %llu %llu %llu", name, (unsigned long long)sum.calls[i],
+		tout_printf(out, "%s %llu %llu %llu %llu %llu", name,
+			    (unsigned long long)sum.calls[i],
 			    (unsigned long long)ticks_to_ns(s->total),
 			    (unsigned long long)ticks_to_ns(s->self),
 			    (unsigned long long)ticks_to_ns(s->min),

@@ -425,8 +425,8 @@ static void render_header(int fmt, const char *tracer, const struct tbuf_snap *s
 
 /* ---- the function tracer's records ---- */
 
-static void render_function(int fmt, const char *tracer, const struct tbuf_snap *snaps,
-			    size_t nr, struct trace_out *out)
+static void render_function(int fmt, const char *tracer, const struct tbuf_snap *snaps, size_t nr,
+			    struct trace_out *out)
 {
 	uint64_t recs = 0, lost = 0;
 	char loss[64];
@@ -438,8 +438,8 @@ static void render_function(int fmt, const char *tracer, const struct tbuf_snap 
 	if (fmt == SD_TRACE_FMT_CSV) {
 		tout_printf(out, "tid,ts_ns,function,caller\n");
 	} else {
-		tout_printf(out, "# tracer: %s\n# threads: %zu records: %llu lost: %llu\n",
-			    tracer, nr, (unsigned long long)recs, (unsigned long long)lost);
+		tout_printf(out, "# tracer: %s\n# threads: %zu records: %llu lost: %llu\n", tracer,
+			    nr, (unsigned long long)recs, (unsigned long long)lost);
 		if (lost) {
 			trace_fmt_loss(loss, sizeof(loss), lost, lost + recs);
 			tout_printf(out, "# lost %s\n", loss);

@@ -68,7 +68,8 @@ void trace_clock_calibrate(void)
 uint64_t trace_tsc_to_ns(uint64_t tsc)
 {
 	if (tsc >= clk_tsc0)
-		return clk_ns0 + (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * trace_clk_mult) >> 32);
+		return clk_ns0 +
+		       (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * trace_clk_mult) >> 32);
 	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * trace_clk_mult) >> 32);
 }
 
@@ -103,8 +104,8 @@ static struct tbuf *tbuf_alloc(uint64_t nr_records, uint64_t max_records)
 	struct tbuf *b;
 
 	len = round_up(len, 4096);
-	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		 -1, 0);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		 0);
 	if (b == MAP_FAILED)
 		return NULL;
 	populate(b, sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec));
@@ -167,15 +168,13 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
  * A free buffer of the right sizes and tracer, claimed with a CAS on its
  * owner. One that grew keeps its size (its pages are there anyway).
  */
-static bool tbuf_fits(const struct tbuf *b, uint64_t nr_records, uint64_t max_records,
-		      unsigned id)
+static bool tbuf_fits(const struct tbuf *b, uint64_t nr_records, uint64_t max_records, unsigned id)
 {
 	return b->tracer == id && b->map_nr == max_records && b->mask + 1 >= nr_records &&
 	       (max_records > nr_records || b->mask + 1 == nr_records);
 }
 
-static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, uint64_t max_records,
-			       unsigned id)
+static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, uint64_t max_records, unsigned id)
 {
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint32_t zero = 0;

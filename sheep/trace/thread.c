@@ -15,7 +15,7 @@
 #include "trace_priv.h"
 
 const char *const trace_thread_main_only[] = { "client_handler", "listen_handler", "work_done",
-						"request_done", NULL };
+					       "request_done", NULL };
 const char *const trace_thread_worker_only[] = { "do_work", NULL };
 
 static void thread_entry(struct tbuf *b, struct trace_frame *f, unsigned depth)

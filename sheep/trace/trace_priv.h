@@ -31,7 +31,7 @@
 
 #define TRACE_INSN_SIZE 5
 #define TRACE_MAX_DEPTH 128		  /* shadow stack entries per thread */
-#define TRACE_DEFAULT_BUFFER (1U << 20) /* bytes per thread at first */
+#define TRACE_DEFAULT_BUFFER (1U << 20)	  /* bytes per thread at first */
 #define TRACE_DEFAULT_MAX_BUFFER (64U << 20) /* what a default buffer may grow to */
 #define TRACE_GROW_MARGIN 512 /* records: exits pushed after the last entry's check */
 #define TRACE_MIN_BUFFER 4096
@@ -168,8 +168,8 @@ struct tbuf {
  * root. Written on the control
  * path (one 32-bit store), read by the hooks.
  */
-#define TRACE_WORD_INDEX(w) ((w) & 0x3fffffU)
-#define TRACE_WORD_MAIN_ONLY (1U << 22)	 /* thread checker: runs on the main thread only */
+#define TRACE_WORD_INDEX(w) ((w)&0x3fffffU)
+#define TRACE_WORD_MAIN_ONLY (1U << 22)	  /* thread checker: runs on the main thread only */
 #define TRACE_WORD_WORKER_ONLY (1U << 23) /* thread checker: never on the main thread */
 #define TRACE_WORD_MASK(w) (((w) >> 24) & 0x7fU)
 #define TRACE_WORD_ROOT (1U << 31)
@@ -196,15 +196,15 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
 
 /* hot configuration, read by the hooks */
 struct trace_hot {
-	uint32_t active;      /* TRACER_BIT()s of the tracers on */
-	uint32_t fast;	      /* TRACE_FAST_*: one tracer alone, served inline */
-	uint32_t depth_limit; /* <= TRACE_MAX_DEPTH */
-	uint32_t graph_root;  /* graph records only inside a --graph-function root */
-	uint64_t graph_thresh; /* graph keeps only calls of at least this many ticks */
+	uint32_t active;	   /* TRACER_BIT()s of the tracers on */
+	uint32_t fast;		   /* TRACE_FAST_*: one tracer alone, served inline */
+	uint32_t depth_limit;	   /* <= TRACE_MAX_DEPTH */
+	uint32_t graph_root;	   /* graph records only inside a --graph-function root */
+	uint64_t graph_thresh;	   /* graph keeps only calls of at least this many ticks */
 	uint64_t loop_lo, loop_hi; /* loop: the event loop's dispatch function */
 	uint64_t loop_thresh;	   /* loop: ticks a handler may hold the main thread */
-	uint32_t session[TRACE_MAX_TRACERS];	/* bumped by every start of that tracer */
-	uint64_t nr_records[TRACE_MAX_TRACERS]; /* per buffer at first, power of two */
+	uint32_t session[TRACE_MAX_TRACERS];	 /* bumped by every start of that tracer */
+	uint64_t nr_records[TRACE_MAX_TRACERS];	 /* per buffer at first, power of two */
 	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
 };
 extern struct trace_hot trace_hot;
@@ -308,13 +308,13 @@ struct trace_out;
  * parent; the hooks own the rest.
  */
 struct trace_frame {
-	uintptr_t ret;		/* the real return address (the caller) */
-	uintptr_t site;		/* the site of the call */
-	const uintptr_t *slot;	/* where the return address lives on the stack */
-	uint32_t word;		/* the site word at entry */
-	uint32_t mask;		/* the tracers this call went to */
-	uint64_t ts;		/* TSC at entry (not set on graph's fast path) */
-	uint64_t child;		/* profile: ticks spent in profiled children */
+	uintptr_t ret;		    /* the real return address (the caller) */
+	uintptr_t site;		    /* the site of the call */
+	const uintptr_t *slot;	    /* where the return address lives on the stack */
+	uint32_t word;		    /* the site word at entry */
+	uint32_t mask;		    /* the tracers this call went to */
+	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
+	uint64_t child;		    /* profile: ticks spent in profiled children */
 	struct trace_frame *parent; /* profile: the enclosing profiled frame */
 };
 
@@ -362,10 +362,8 @@ static inline __attribute__((always_inline)) void trace_graph_record(struct tbuf
 }
 
 /* the function tracer's record (function.c): the TSC and the site, then the caller */
-static inline __attribute__((always_inline)) void trace_function_record(struct tbuf *b,
-									uint64_t ts,
-									uintptr_t site,
-									uintptr_t caller)
+static inline __attribute__((always_inline)) void
+trace_function_record(struct tbuf *b, uint64_t ts, uintptr_t site, uintptr_t caller)
 {
 	uint32_t off = (uint32_t)(site - trace_site_base);
 
@@ -441,10 +439,8 @@ static inline __attribute__((always_inline)) size_t trace_prof_len(const struct 
  * alone (the hooks' fast path), every frame on the shadow stack is a
  * profiled one, so the parent is the frame just below.
  */
-static inline __attribute__((always_inline)) void trace_profile_exit(struct tbuf *b,
-								     struct trace_frame *f,
-								     struct trace_frame *parent,
-								     uint64_t now)
+static inline __attribute__((always_inline)) void
+trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *parent, uint64_t now)
 {
 	uint32_t idx = TRACE_WORD_INDEX(f->word);
 	struct trace_prof_ent *t;

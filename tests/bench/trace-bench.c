@@ -282,7 +282,9 @@ int main(int argc, char **argv)
 	long t0, t1, calls, r;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s fib|parse N [off|graph|filter|function|profile|thresh]\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s fib|parse N [off|graph|filter|function|profile|thresh]\n",
+			argv[0]);
 		return 2;
 	}
 	is_fib = !strcmp(argv[1], "fib");

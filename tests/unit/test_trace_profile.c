@@ -39,13 +39,15 @@ static bool prof_get(const char *fn, struct prof_line *p)
 		int off = 0, n;
 
 		memset(p, 0, sizeof(*p));
-		n = sscanf(line, "%63s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 "%n",
+		n = sscanf(line,
+			   "%63s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 "%n",
 			   p->name, &p->calls, &p->total, &p->self, &p->min, &p->max, &off);
 		ck_assert_int_eq(n, 6);
 		for (int k = 0; k < SD_TRACE_PROF_BUCKETS; k++) {
 			int used = 0;
 
-			ck_assert_int_eq(sscanf(line + off, " %" SCNu64 "%n", &p->hist[k], &used), 1);
+			ck_assert_int_eq(sscanf(line + off, " %" SCNu64 "%n", &p->hist[k], &used),
+					 1);
 			off += used;
 		}
 		found = !strcmp(p->name, fn);
