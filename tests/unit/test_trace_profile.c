@@ -5,10 +5,13 @@
  * the selves of a call tree adding up to its root's total), histogram
  * buckets that add up to the calls, tracers on separate sites and on the
  * same ones, one stopped while another runs, the function tracer's callers
- * and the call it patches. No timing is asserted.
+ * and the call it patches, and the loop and thread checkers. No timing is
+ * asserted but the loop checker's (a 30 ms handler against a 10 ms
+ * threshold, a quick one against it).
  */
 #include <check.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +338,42 @@ START_TEST(test_loop_checker)
 }
 END_TEST
 
+static void *call_leaf(void *arg)
+{
+	*(int *)arg = tfn_leaf(*(int *)arg);
+	return NULL;
+}
+
+/*
+ * The thread checker: tfn_leaf marked main-only runs on a new thread and
+ * tfn_mid marked worker-only on the main one (the test's process: Check
+ * forks it, its thread is the main one): two reports, with their callers;
+ * the calls that keep to their marks make none.
+ */
+START_TEST(test_thread_checker)
+{
+	const char *pats[] = { "main=tfn_leaf", "worker=tfn_mid", NULL };
+	pthread_t th;
+	int v = 1;
+	char *text;
+
+	ck_assert_int_eq(tt_start("thread", pats, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(pthread_create(&th, NULL, call_leaf, &v), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(v, 2);
+	ck_assert_int_eq(tfn_mid(1), 5); /* on main: worker-only broken; its leaves are fine */
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	text = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_THREAD);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,call_leaf"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_mid,"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,tfn_mid"), 0);
+	free(text);
+	/* marks belong to the thread checker only */
+	ck_assert_int_eq(tt_start("graph", pats, 0, 0), SD_RES_INVALID_PARMS);
+}
+END_TEST
+
 static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("trace profile");
@@ -347,6 +386,7 @@ static Suite *profile_suite(void)
 	tcase_add_test(tc, test_function_tracer);
 	tcase_add_test(tc, test_notrace_and_root);
 	tcase_add_test(tc, test_loop_checker);
+	tcase_add_test(tc, test_thread_checker);
 	suite_add_tcase(s, tc);
 	return s;
 }
