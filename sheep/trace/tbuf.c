@@ -244,8 +244,8 @@ static bool tbuf_current(const struct tbuf *b, unsigned id)
 
 /*
  * Records of a ring tracer; for the profile tracer, whose buffer is a table
- * and loses nothing, the calls it counted. The function tracer's records
- * take two slots.
+ * and loses nothing, the calls it counted. A record of the function
+ * tracer, of the thread checker and of the loop checker takes two slots.
  */
 void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
 {
@@ -269,7 +269,7 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 			for (size_t i = 0; i < trace_prof_len(b); i++)
 				head += trace_prof_calls(&t[i], pend);
 		}
-		if (id == TRACER_FUNCTION || id == TRACER_THREAD) {
+		if (id == TRACER_FUNCTION || id == TRACER_THREAD || id == TRACER_LOOP) {
 			head /= 2;
 			lost = (lost + 1) / 2;
 		}
