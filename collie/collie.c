@@ -44,6 +44,16 @@ enum {
 	LOPT_ALL,
 	LOPT_QUEUES,
 	LOPT_VDI,
+	LOPT_NOTRACE,
+	LOPT_GRAPH_FUNCTION,
+	LOPT_THRESHOLD,
+	LOPT_THREAD,
+	LOPT_SORT,
+	LOPT_TOP,
+	LOPT_CSV,
+	LOPT_FOLLOW,
+	LOPT_MAIN_ONLY,
+	LOPT_WORKER_ONLY,
 };
 
 #define SHORT_OPTIONS "a:p:c:s:rhw:n:"
@@ -68,6 +78,16 @@ static const struct option long_options[] = {
 	{ "all", no_argument, NULL, LOPT_ALL },
 	{ "queues", no_argument, NULL, LOPT_QUEUES },
 	{ "vdi", no_argument, NULL, LOPT_VDI },
+	{ "notrace", required_argument, NULL, LOPT_NOTRACE },
+	{ "graph-function", required_argument, NULL, LOPT_GRAPH_FUNCTION },
+	{ "threshold", required_argument, NULL, LOPT_THRESHOLD },
+	{ "thread", required_argument, NULL, LOPT_THREAD },
+	{ "sort", required_argument, NULL, LOPT_SORT },
+	{ "top", required_argument, NULL, LOPT_TOP },
+	{ "csv", no_argument, NULL, LOPT_CSV },
+	{ "follow", no_argument, NULL, LOPT_FOLLOW },
+	{ "main-only", required_argument, NULL, LOPT_MAIN_ONLY },
+	{ "worker-only", required_argument, NULL, LOPT_WORKER_ONLY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -79,8 +99,15 @@ static const struct {
 	{ OPT_COPIES, "-c, --copies N", "number of replicas (1-31; default: the cluster's)" },
 	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
 	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
-	{ OPT_TRACER, "--tracer NAME", "tracer to run (default: graph)" },
+	{ OPT_TRACER, "--tracer NAME", "graph (default), function, profile, loop or thread" },
 	{ OPT_FUNCTION, "--function PATTERN", "trace only the functions matching (repeatable)" },
+	{ OPT_NOTRACE, "--notrace PATTERN", "leave the functions matching out (repeatable)" },
+	{ OPT_GRAPH_FUNCTION, "--graph-function FN", "graph: record only inside FN (repeatable)" },
+	{ OPT_THRESHOLD, "--threshold TIME",
+	  "graph: keep only calls of at least TIME (10us, 2ms)" },
+	{ OPT_THREAD, "--thread KIND", "trace only main, io, peer, cluster, ... threads" },
+	{ OPT_MAIN_ONLY, "--main-only FN", "thread: FN must run on the main thread" },
+	{ OPT_WORKER_ONLY, "--worker-only FN", "thread: FN must not run on the main thread" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
 	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv or svg" },
@@ -91,6 +118,10 @@ static const struct {
 	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
 	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
 	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
+	{ OPT_FOLLOW, "--follow", "print records as they come, until interrupted" },
+	{ OPT_SORT, "--sort KEY", "calls, total (default), self, avg or max" },
+	{ OPT_TOP, "--top N", "only the first N functions" },
+	{ OPT_CSV, "--csv", "function,calls,total_us,self_us,min_us,max_us,avg_us lines" },
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
@@ -168,6 +199,8 @@ static void print_sub_usage(const char *path, const struct subcommand *s)
 	printf("  %-22s %s\n", "-h, --help", "show this help");
 	if (s->more)
 		printf("\n%s", s->more);
+	if (s->example)
+		printf("\nExample:\n%s", s->example);
 }
 
 static int bit_index(unsigned int bit)
@@ -180,6 +213,99 @@ static void mark_seen(unsigned int bit)
 	if (!(seen_opts & bit))
 		snprintf(seen_name[bit_index(bit)], sizeof(seen_name[0]), "%s", cur_spelling);
 	seen_opts |= bit;
+}
+
+/* "10us", "2ms", "1s", "500ns"; a bare number is us (as ftrace's tracing_thresh) */
+static int parse_time_ns(const char *arg, uint64_t *ns)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t mult;
+	} units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 }, { "", 1000 }
+	};
+	char *end;
+	uint64_t v;
+
+	if (*arg < '0' || *arg > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno)
+		return -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+		if (!strcmp(end, units[i].suffix)) {
+			if (v > UINT64_MAX / units[i].mult)
+				return -EINVAL;
+			*ns = v * units[i].mult;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int add_pattern(const char **v, int *nr, const char *arg, const char *what)
+{
+	if (!*arg)
+		return collie_usage_err("empty %s pattern", what);
+	if (*nr == COLLIE_MAX_FUNCTIONS)
+		return collie_usage_err("too many %s patterns (max %d)", what,
+					COLLIE_MAX_FUNCTIONS);
+	v[(*nr)++] = arg;
+	return EXIT_OK;
+}
+
+/* the options of debug trace beyond start's first four */
+static int parse_trace_option(int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case LOPT_NOTRACE:
+		mark_seen(OPT_NOTRACE);
+		return add_pattern(opts.skip_pats, &opts.nr_skip_pats, arg, "--notrace");
+	case LOPT_GRAPH_FUNCTION:
+		mark_seen(OPT_GRAPH_FUNCTION);
+		return add_pattern(opts.graph_functions, &opts.nr_graph_functions, arg,
+				   "--graph-function");
+	case LOPT_THRESHOLD:
+		if (parse_time_ns(arg, &opts.threshold_ns) || !opts.threshold_ns)
+			return collie_usage_err("invalid time '%s' (say 10us, 2ms or 1s)", arg);
+		opts.has_threshold = true;
+		mark_seen(OPT_THRESHOLD);
+		break;
+	case LOPT_THREAD:
+		if (!*arg || strlen(arg) >= 16 || strchr(arg, ' '))
+			return collie_usage_err("invalid thread kind '%s'", arg);
+		opts.thread = arg;
+		mark_seen(OPT_THREAD);
+		break;
+	case LOPT_SORT:
+		opts.sort = arg;
+		mark_seen(OPT_SORT);
+		break;
+	case LOPT_TOP:
+		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
+			return collie_usage_err("invalid number '%s'", arg);
+		opts.top = (uint32_t)v;
+		opts.has_top = true;
+		mark_seen(OPT_TOP);
+		break;
+	case LOPT_CSV:
+		opts.csv = true;
+		mark_seen(OPT_CSV);
+		break;
+	case LOPT_FOLLOW:
+		opts.follow = true;
+		mark_seen(OPT_FOLLOW);
+		break;
+	case LOPT_MAIN_ONLY:
+		mark_seen(OPT_MAIN_ONLY);
+		return add_pattern(opts.main_only, &opts.nr_main_only, arg, "--main-only");
+	case LOPT_WORKER_ONLY:
+		mark_seen(OPT_WORKER_ONLY);
+		return add_pattern(opts.worker_only, &opts.nr_worker_only, arg, "--worker-only");
+	}
+	return EXIT_OK;
 }
 
 static int parse_one(int c, const char *arg)
@@ -280,6 +406,8 @@ static int parse_one(int c, const char *arg)
 		opts.vdi = true;
 		mark_seen(OPT_VDI);
 		break;
+	default:
+		return parse_trace_option(c, arg);
 	}
 	return EXIT_OK;
 }

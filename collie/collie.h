@@ -56,6 +56,23 @@ struct collie_opts {
 	bool all;
 	bool queues;
 	bool vdi;
+	/* debug trace */
+	const char *skip_pats[COLLIE_MAX_FUNCTIONS]; /* --notrace */
+	int nr_skip_pats;
+	const char *graph_functions[COLLIE_MAX_FUNCTIONS];
+	int nr_graph_functions;
+	bool has_threshold;
+	uint64_t threshold_ns;
+	const char *thread;
+	const char *sort;
+	bool has_top;
+	uint32_t top;
+	bool csv;
+	bool follow;
+	const char *main_only[COLLIE_MAX_FUNCTIONS];
+	int nr_main_only;
+	const char *worker_only[COLLIE_MAX_FUNCTIONS];
+	int nr_worker_only;
 };
 
 extern struct collie_opts opts;
@@ -69,13 +86,24 @@ extern struct collie_opts opts;
 #define OPT_DEPTH (1U << 5)
 #define OPT_BUFFER_SIZE (1U << 6)
 #define OPT_FORMAT (1U << 7)
-#define OPT_TITLE (1U << 20) /* far from the others: they grow from bit 8 */
 #define OPT_WATCH (1U << 8)
 #define OPT_COUNT (1U << 9)
 #define OPT_HIST (1U << 10)
 #define OPT_ALL (1U << 11)
 #define OPT_QUEUES (1U << 12)
 #define OPT_VDI (1U << 13)
+#define OPT_TITLE (1U << 14)
+/* debug trace (bits from 20 up) */
+#define OPT_NOTRACE (1U << 20)
+#define OPT_GRAPH_FUNCTION (1U << 21)
+#define OPT_THRESHOLD (1U << 22)
+#define OPT_THREAD (1U << 23)
+#define OPT_SORT (1U << 24)
+#define OPT_TOP (1U << 25)
+#define OPT_CSV (1U << 26)
+#define OPT_FOLLOW (1U << 27)
+#define OPT_MAIN_ONLY (1U << 28)
+#define OPT_WORKER_ONLY (1U << 29)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.
@@ -90,8 +118,9 @@ struct subcommand {
 	int (*fn)(int argc, char **argv);
 	const struct subcommand *sub;
 	int min_args;
-	int max_args;	    /* -1: no limit */
-	const char *more; /* printed after the options by --help, or NULL */
+	int max_args; /* -1: no limit */
+	const char *example; /* shown by --help, NULL: none */
+	const char *more;    /* printed after the options by --help, or NULL */
 };
 
 struct command {
@@ -168,6 +197,18 @@ int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len);
 int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len);
 /* a vid-sorted walk of every VDI in use; fn gets the full inode */
 int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg);
+
+/* debug trace helpers (debug.c) and views of the profile (trace_stat.c) */
+struct trace_buf {
+	char *data;
+	uint64_t len, cap;
+};
+/* a whole rendering in format @fmt of tracer @tracer (SD_TRACER_*, 0: the last started) */
+int trace_read_rendering(uint32_t fmt, uint32_t tracer, struct trace_buf *b);
+/* SD_TRACER_* of @name (NULL: 0), or -ENOENT */
+int trace_tracer_id(const char *name, uint32_t *id);
+int trace_stat(int argc, char **argv);
+int trace_hist(int argc, char **argv);
 
 /* vdi subcommands living outside vdi.c */
 int vdi_read(int argc, char **argv);

@@ -12,43 +12,192 @@
 
 #define TRACE_CHUNK (UINT32_C(1) << 20)
 
-/* payload: the tracer name, then each pattern, each with its NUL */
+#define TRACE_MAX_TRACERS 8
+
+/* the daemon's status: the summary, then one entry per tracer it has */
+struct trace_state {
+	struct sd_trace_status st;
+	struct sd_trace_tracer tracers[TRACE_MAX_TRACERS];
+	int nr_tracers;
+};
+
+/* TRACE_STATUS into @ts; the rsp's result (or -1 after a transport error) */
+static int get_state(struct trace_state *ts)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	memset(ts, 0, sizeof(*ts));
+	collie_init_req(&hdr, SD_OP_TRACE_STATUS);
+	hdr.data_length = sizeof(ts->st) + sizeof(ts->tracers);
+	if (collie_exec(&hdr, ts, 0, hdr.data_length, &rsp))
+		return -1;
+	if (rsp.result == SD_RES_SUCCESS && rsp.data_length > sizeof(ts->st))
+		ts->nr_tracers = (int)((rsp.data_length - sizeof(ts->st)) / sizeof(ts->tracers[0]));
+	for (int i = 0; i < ts->nr_tracers; i++)
+		ts->tracers[i].name[sizeof(ts->tracers[i].name) - 1] = '\0';
+	return (int)rsp.result;
+}
+
+static const struct sd_trace_tracer *find_tracer(const struct trace_state *ts, const char *name)
+{
+	for (int i = 0; i < ts->nr_tracers; i++)
+		if (!strcmp(ts->tracers[i].name, name))
+			return &ts->tracers[i];
+	return NULL;
+}
+
+/* "unknown tracer 'x' (there are: graph, function, profile)" */
+static int unknown_tracer(const char *what, const char *name)
+{
+	struct trace_state ts;
+	char list[TRACE_MAX_TRACERS * 34] = "";
+	size_t len = 0;
+
+	if (get_state(&ts) == SD_RES_SUCCESS)
+		for (int i = 0; i < ts.nr_tracers; i++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+						i ? ", " : "", ts.tracers[i].name);
+	collie_err("%s: unknown tracer '%s' (there are: %s)", what, name, len ? list : "?");
+	return EXIT_FAIL;
+}
+
+static void fmt_since(uint64_t since, char *buf, size_t len)
+{
+	if (since)
+		collie_fmt_time(since, "%H:%M:%S", buf, len);
+	else
+		snprintf(buf, len, "-");
+}
+
+static int add_string(char **buf, size_t *len, const char *prefix, const char *s)
+{
+	size_t n = strlen(prefix) + strlen(s) + 1;
+	char *b = realloc(*buf, *len + n);
+
+	if (!b)
+		return -ENOMEM;
+	snprintf(b + *len, n, "%s%s", prefix, s);
+	*buf = b;
+	*len += n;
+	return 0;
+}
+
+/* payload: the tracer name, then each pattern and option, each with its NUL */
+static char *start_payload(const char *tracer, size_t *lenp)
+{
+	char num[32], *buf = NULL;
+	size_t len = 0;
+	int ret = add_string(&buf, &len, "", tracer);
+
+	for (int i = 0; !ret && i < opts.nr_functions; i++)
+		ret = add_string(&buf, &len, "", opts.functions[i]);
+	for (int i = 0; !ret && i < opts.nr_skip_pats; i++)
+		ret = add_string(&buf, &len, "notrace=", opts.skip_pats[i]);
+	for (int i = 0; !ret && i < opts.nr_graph_functions; i++)
+		ret = add_string(&buf, &len, "graph-function=", opts.graph_functions[i]);
+	for (int i = 0; !ret && i < opts.nr_main_only; i++)
+		ret = add_string(&buf, &len, "main=", opts.main_only[i]);
+	for (int i = 0; !ret && i < opts.nr_worker_only; i++)
+		ret = add_string(&buf, &len, "worker=", opts.worker_only[i]);
+	if (!ret && opts.thread)
+		ret = add_string(&buf, &len, "thread=", opts.thread);
+	if (!ret && opts.has_threshold) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)opts.threshold_ns);
+		ret = add_string(&buf, &len, "threshold=", num);
+	}
+	if (ret) {
+		free(buf);
+		return NULL;
+	}
+	*lenp = len;
+	return buf;
+}
+
 static int trace_start(int argc, char **argv)
 {
 	const char *tracer = opts.tracer ? opts.tracer : "";
+	const char *name = tracer[0] ? tracer : "graph";
+	struct trace_state ts;
 	struct sd_req hdr;
 	struct sd_rsp rsp;
-	size_t len = strlen(tracer) + 1;
-	char *buf, *p;
+	size_t len;
+	char *buf;
 	int ret;
 
-	for (int i = 0; i < opts.nr_functions; i++)
-		len += strlen(opts.functions[i]) + 1;
-	buf = malloc(len);
+	if (opts.nr_graph_functions && strcmp(name, "graph"))
+		return collie_usage_err("--graph-function is an option of the graph tracer, not "
+					"of '%s'",
+					name);
+	if ((opts.nr_main_only || opts.nr_worker_only) && strcmp(name, "thread"))
+		return collie_usage_err("--main-only and --worker-only are options of the thread "
+					"tracer, not of '%s'",
+					name);
+	if (opts.has_threshold && strcmp(name, "graph") && strcmp(name, "loop"))
+		return collie_usage_err("--threshold is an option of the graph and loop tracers, "
+					"not of '%s'",
+					name);
+	buf = start_payload(tracer, &len);
 	if (!buf) {
 		collie_err("out of memory");
 		return EXIT_SYSFAIL;
 	}
-	p = stpcpy(buf, tracer) + 1;
-	for (int i = 0; i < opts.nr_functions; i++)
-		p = stpcpy(p, opts.functions[i]) + 1;
 	collie_init_req(&hdr, SD_OP_TRACE_START);
 	hdr.flags = SD_FLAG_CMD_WRITE;
 	hdr.data_length = (uint32_t)len;
 	hdr.trace.depth = opts.has_depth ? opts.depth : 0;
 	hdr.trace.buffer_size = opts.has_buffer_size ? opts.buffer_size : 0;
-	ret = collie_run("failed to start the tracer", &hdr, buf, (uint32_t)len, 0, &rsp);
+	ret = collie_exec(&hdr, buf, (uint32_t)len, 0, &rsp);
 	free(buf);
-	return ret;
+	if (ret)
+		return EXIT_SYSFAIL;
+	switch (rsp.result) {
+	case SD_RES_SUCCESS:
+		return EXIT_OK;
+	case SD_RES_NO_TRACER:
+		return unknown_tracer("failed to start the tracer", name);
+	case SD_RES_TRACE_BUSY:
+		if (get_state(&ts) == SD_RES_SUCCESS && find_tracer(&ts, name)) {
+			char since[32];
+
+			fmt_since(find_tracer(&ts, name)->since, since, sizeof(since));
+			collie_err("tracing is already on (%s since %s); stop it first", name,
+				   since);
+			return EXIT_FAIL;
+		}
+		break;
+	}
+	collie_err("failed to start the tracer: %s", sd_strerror((int)rsp.result));
+	return collie_exit_code((int)rsp.result);
 }
 
 static int trace_stop(int argc, char **argv)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
+	uint32_t len = opts.tracer ? (uint32_t)strlen(opts.tracer) + 1 : 0;
 
 	collie_init_req(&hdr, SD_OP_TRACE_STOP);
-	return collie_run("failed to stop the tracer", &hdr, NULL, 0, 0, &rsp);
+	if (len) {
+		hdr.flags = SD_FLAG_CMD_WRITE;
+		hdr.data_length = len;
+	}
+	if (collie_exec(&hdr, (void *)opts.tracer, len, 0, &rsp))
+		return EXIT_SYSFAIL;
+	switch (rsp.result) {
+	case SD_RES_SUCCESS:
+		return EXIT_OK;
+	case SD_RES_NO_TRACER:
+		return unknown_tracer("failed to stop the tracer", opts.tracer);
+	case SD_RES_TRACE_OFF:
+		collie_err("failed to stop the tracer: %s is not running", opts.tracer);
+		return EXIT_FAIL;
+	case SD_RES_TRACE_BUSY:
+		collie_err("failed to stop the tracer: tracing is off");
+		return EXIT_FAIL;
+	}
+	collie_err("failed to stop the tracer: %s", sd_strerror((int)rsp.result));
+	return collie_exit_code((int)rsp.result);
 }
 
 static const char *state_str(uint32_t state)
@@ -65,40 +214,105 @@ static const char *state_str(uint32_t state)
 	}
 }
 
-static int trace_status(int argc, char **argv)
+/*
+ * "12 (3.4%: a larger --buffer-size keeps them)", or the bare count when
+ * none; @total counts every record written, the lost ones too
+ */
+static void fmt_lost(uint64_t lost, uint64_t total, char *buf, size_t len)
 {
-	struct sd_trace_status st;
-	struct sd_req hdr;
-	struct sd_rsp rsp;
-	char tracer[sizeof(st.tracer) + 1], size[32];
-	int ret;
+	uint64_t tenths = lost ? lost * 1000 / (lost > total ? lost : total) : 0;
 
-	memset(&st, 0, sizeof(st));
-	collie_init_req(&hdr, SD_OP_TRACE_STATUS);
-	hdr.data_length = sizeof(st);
-	ret = collie_run("failed to get the tracer status", &hdr, &st, 0, sizeof(st), &rsp);
-	if (ret)
-		return ret;
-	memcpy(tracer, st.tracer, sizeof(st.tracer));
-	tracer[sizeof(st.tracer)] = '\0';
-	if (!tracer[0])
-		strcpy(tracer, "-");
-	collie_fmt_size(st.buffer_size, size, sizeof(size));
+	if (!lost)
+		snprintf(buf, len, "0");
+	else
+		snprintf(buf, len, "%llu (%llu.%llu%%: a larger --buffer-size keeps them)",
+			 (unsigned long long)lost, (unsigned long long)(tenths / 10),
+			 (unsigned long long)(tenths % 10));
+}
+
+static void print_tracers(const struct trace_state *ts)
+{
+	printf("\n  %-10s %-6s %9s %7s %12s  %-8s %s\n", "TRACER", "STATE", "FUNCTIONS", "THREADS",
+	       "RECORDS", "SINCE", "LOST");
+	for (int i = 0; i < ts->nr_tracers; i++) {
+		const struct sd_trace_tracer *t = &ts->tracers[i];
+		char since[32], lost[96];
+
+		fmt_since(t->since, since, sizeof(since));
+		fmt_lost(t->nr_lost, t->nr_records, lost, sizeof(lost));
+		printf("  %-10s %-6s %9u %7u %12llu  %-8s %s\n", t->name, state_str(t->state),
+		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records, since,
+		       lost);
+	}
+}
+
+/* status --tracer NAME: that tracer alone */
+static int status_one(const struct trace_state *ts, const char *name)
+{
+	const struct sd_trace_tracer *t = find_tracer(ts, name);
+	char since[32], lost[96], size[32];
+
+	if (!t)
+		return unknown_tracer("failed to get the tracer status", name);
+	fmt_since(t->since, since, sizeof(since));
+	collie_fmt_size(t->buffer_size, size, sizeof(size));
 	if (opts.raw) {
-		printf("%s %s %u %u %u %llu %llu %s %u\n", tracer, state_str(st.state),
-		       st.nr_sites_patched, st.nr_sites_total, st.nr_threads,
-		       (unsigned long long)st.nr_events, (unsigned long long)st.nr_lost, size,
-		       st.depth);
+		printf("%s %s %u %u %llu %llu %s %llu\n", t->name, state_str(t->state),
+		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records,
+		       (unsigned long long)t->nr_lost, size, (unsigned long long)t->since);
 		return EXIT_OK;
 	}
-	printf("Tracer:          %s\n", tracer);
-	printf("State:           %s\n", state_str(st.state));
-	printf("Sites patched:   %u / %u\n", st.nr_sites_patched, st.nr_sites_total);
-	printf("Threads:         %u\n", st.nr_threads);
-	printf("Events recorded: %llu\n", (unsigned long long)st.nr_events);
-	printf("Events lost:     %llu\n", (unsigned long long)st.nr_lost);
+	fmt_lost(t->nr_lost, t->nr_records, lost, sizeof(lost));
+	printf("Tracer:          %s\n", t->name);
+	printf("State:           %s\n", state_str(t->state));
+	printf("Functions:       %u\n", t->nr_sites_patched);
+	printf("Threads:         %u\n", t->nr_threads);
+	printf("Records:         %llu\n", (unsigned long long)t->nr_records);
+	printf("Lost:            %s\n", lost);
 	printf("Buffer size:     %s\n", size);
-	printf("Depth:           %u\n", st.depth);
+	printf("Since:           %s\n", since);
+	return EXIT_OK;
+}
+
+static int trace_status(int argc, char **argv)
+{
+	struct trace_state ts;
+	struct sd_trace_status *st = &ts.st;
+	char tracer[sizeof(st->tracer) + 1], size[32], lost[96];
+	int ret;
+
+	ret = get_state(&ts);
+	if (ret < 0)
+		return EXIT_SYSFAIL;
+	if (ret != SD_RES_SUCCESS) {
+		collie_err("failed to get the tracer status: %s", sd_strerror(ret));
+		return collie_exit_code(ret);
+	}
+	if (opts.tracer)
+		return status_one(&ts, opts.tracer);
+	memcpy(tracer, st->tracer, sizeof(st->tracer));
+	tracer[sizeof(st->tracer)] = '\0';
+	if (!tracer[0])
+		strcpy(tracer, "-");
+	collie_fmt_size(st->buffer_size, size, sizeof(size));
+	if (opts.raw) {
+		printf("%s %s %u %u %u %llu %llu %s %u\n", tracer, state_str(st->state),
+		       st->nr_sites_patched, st->nr_sites_total, st->nr_threads,
+		       (unsigned long long)st->nr_events, (unsigned long long)st->nr_lost, size,
+		       st->depth);
+		return EXIT_OK;
+	}
+	fmt_lost(st->nr_lost, st->nr_events, lost, sizeof(lost));
+	printf("Tracer:          %s\n", tracer);
+	printf("State:           %s\n", state_str(st->state));
+	printf("Sites patched:   %u / %u\n", st->nr_sites_patched, st->nr_sites_total);
+	printf("Threads:         %u\n", st->nr_threads);
+	printf("Events recorded: %llu\n", (unsigned long long)st->nr_events);
+	printf("Events lost:     %s\n", lost);
+	printf("Buffer size:     %s\n", size);
+	printf("Depth:           %u\n", st->depth);
+	if (ts.nr_tracers)
+		print_tracers(&ts);
 	return EXIT_OK;
 }
 
@@ -124,11 +338,6 @@ static int parse_format(uint32_t *fmt)
 				opts.format);
 }
 
-struct trace_buf {
-	char *data;
-	uint64_t len, cap;
-};
-
 static int buf_reserve(struct trace_buf *b, uint64_t cap)
 {
 	char *p;
@@ -150,7 +359,7 @@ static int buf_reserve(struct trace_buf *b, uint64_t cap)
  * over once, then give up. Nothing reaches stdout until the rendering is
  * complete.
  */
-static int read_rendering(uint32_t fmt, struct trace_buf *b)
+int trace_read_rendering(uint32_t fmt, uint32_t tracer, struct trace_buf *b)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -167,13 +376,19 @@ static int read_rendering(uint32_t fmt, struct trace_buf *b)
 		collie_init_req(&hdr, SD_OP_TRACE_READ);
 		hdr.data_length = TRACE_CHUNK;
 		hdr.trace.format = fmt;
+		hdr.trace.tracer_flags = tracer;
 		hdr.trace.offset = b->len;
 		if (collie_exec(&hdr, b->data + b->len, 0, TRACE_CHUNK, &rsp))
 			return EXIT_SYSFAIL;
 		changed = b->len && (rsp.result == SD_RES_INVALID_PARMS ||
 				     (rsp.result == SD_RES_SUCCESS && rsp.trace.generation != gen));
 		if (!changed && rsp.result != SD_RES_SUCCESS) {
-			collie_err("failed to read the trace: %s", sd_strerror((int)rsp.result));
+			if (rsp.result == SD_RES_INVALID_PARMS && !b->len)
+				collie_err("failed to read the trace: that tracer has no such "
+					   "format");
+			else
+				collie_err("failed to read the trace: %s",
+					   sd_strerror((int)rsp.result));
 			return collie_exit_code((int)rsp.result);
 		}
 		if (changed) {
@@ -200,12 +415,212 @@ static int read_rendering(uint32_t fmt, struct trace_buf *b)
 	}
 }
 
+/* ---- cat --follow ---- */
+
+#define FOLLOW_CHUNK (UINT32_C(1) << 20)
+#define FOLLOW_MAX_THREADS 256
+#define FOLLOW_DEPTH 130
+
+struct follow_frame {
+	unsigned depth;
+	uint64_t ts;
+	char name[64];
+};
+
+struct follow_thread {
+	uint32_t tid;
+	unsigned nr;
+	struct follow_frame stack[FOLLOW_DEPTH];
+};
+
+static struct follow_thread *follow_threads;
+static int nr_follow_threads;
+
+static struct follow_thread *follow_thread(uint32_t tid)
+{
+	for (int i = 0; i < nr_follow_threads; i++)
+		if (follow_threads[i].tid == tid)
+			return &follow_threads[i];
+	if (nr_follow_threads == FOLLOW_MAX_THREADS)
+		return NULL;
+	follow_threads[nr_follow_threads].tid = tid;
+	follow_threads[nr_follow_threads].nr = 0;
+	return &follow_threads[nr_follow_threads++];
+}
+
+static void follow_entry(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts, const char *name)
+{
+	struct follow_thread *th = follow_thread(tid);
+	struct follow_frame *f;
+
+	if (!th)
+		return;
+	/* frames at this depth or deeper never saw their exit */
+	while (th->nr && th->stack[th->nr - 1].depth >= depth)
+		th->nr--;
+	if (th->nr == FOLLOW_DEPTH)
+		return;
+	f = &th->stack[th->nr++];
+	f->depth = depth;
+	f->ts = ts;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	if (fmt == SD_TRACE_FMT_GRAPH)
+		printf(" %10u | %13s | %*s%s() {\n", tid, "", (int)(2 * depth), "", name);
+}
+
+static void follow_exit(uint32_t fmt, uint32_t tid, unsigned depth, uint64_t ts, const char *name)
+{
+	struct follow_thread *th = follow_thread(tid);
+	unsigned k;
+	uint64_t dur;
+
+	if (!th)
+		return;
+	for (k = th->nr; k > 0; k--)
+		if (th->stack[k - 1].depth == depth && !strcmp(th->stack[k - 1].name, name))
+			break;
+	if (k == 0)
+		return; /* its entry was not streamed */
+	dur = ts > th->stack[k - 1].ts ? ts - th->stack[k - 1].ts : 0;
+	if (fmt == SD_TRACE_FMT_CSV)
+		printf("%u,%u,%s,%llu,%llu\n", tid, depth, name,
+		       (unsigned long long)th->stack[k - 1].ts, (unsigned long long)dur);
+	else
+		printf(" %10u | %6llu.%03llu us | %*s} /* %s */\n", tid,
+		       (unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000),
+		       (int)(2 * depth), "", name);
+	th->nr = k - 1;
+}
+
+/* one line of a FOLLOW answer (see internal_proto.h) */
+static void follow_line(uint32_t fmt, char *line)
+{
+	char name[64], caller[64];
+	unsigned tid, depth;
+	unsigned long long ts, n;
+
+	if (sscanf(line, "E %u %u %llu %63s", &tid, &depth, &ts, name) == 4)
+		follow_entry(fmt, tid, depth, ts, name);
+	else if (sscanf(line, "X %u %u %llu %63s", &tid, &depth, &ts, name) == 4)
+		follow_exit(fmt, tid, depth, ts, name);
+	else if (sscanf(line, "F %u %llu %63s %63s", &tid, &ts, name, caller) == 4 &&
+		 fmt == SD_TRACE_FMT_CSV)
+		printf("%u,%llu,%s,%s\n", tid, ts, name, caller);
+	else if (sscanf(line, "F %u %llu %63s %63s", &tid, &ts, name, caller) == 4)
+		printf(" %10u | %9llu.%06llu | %s <- %s\n", tid, ts / 1000000000ULL,
+		       ts / 1000 % 1000000, name, caller);
+	else if (sscanf(line, "L %u %llu", &tid, &n) == 2)
+		collie_err("thread %u lost %llu records before they could be streamed (a larger "
+			   "--buffer-size keeps them)",
+			   tid, n);
+}
+
+/*
+ * Print the records as they come until interrupted (or stdout closes):
+ * FOLLOW every 100 ms, at once again while the answers come full.
+ */
+static int trace_follow(uint32_t fmt, uint32_t id)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	char *buf = malloc(FOLLOW_CHUNK + 1);
+	int ret = EXIT_OK;
+
+	follow_threads = calloc(FOLLOW_MAX_THREADS, sizeof(*follow_threads));
+	if (!buf || !follow_threads) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+		goto out_free;
+	}
+	if (fmt != SD_TRACE_FMT_GRAPH && fmt != SD_TRACE_FMT_CSV) {
+		ret = collie_usage_err("--follow prints graph or csv");
+		goto out_free;
+	}
+	if (id == SD_TRACER_PROFILE) {
+		ret = collie_usage_err("the profile tracer streams nothing: see 'collie debug "
+				       "trace stat'");
+		goto out_free;
+	}
+	if (fmt == SD_TRACE_FMT_CSV)
+		printf(id == SD_TRACER_FUNCTION ? "tid,ts_ns,function,caller\n"
+						: "tid,depth,function,entry_ns,duration_ns\n");
+	for (uint64_t round = 0;; round++) {
+		char *line, *save = NULL;
+
+		collie_init_req(&hdr, SD_OP_TRACE_FOLLOW);
+		hdr.data_length = FOLLOW_CHUNK;
+		hdr.trace.tracer_flags = id;
+		hdr.trace.offset = round ? 1 : 0;
+		if (collie_exec(&hdr, buf, 0, FOLLOW_CHUNK, &rsp)) {
+			ret = EXIT_SYSFAIL;
+			break;
+		}
+		if (rsp.result != SD_RES_SUCCESS) {
+			collie_err("failed to follow the trace: %s", sd_strerror((int)rsp.result));
+			ret = collie_exit_code((int)rsp.result);
+			break;
+		}
+		buf[min_t(uint32_t, rsp.data_length, FOLLOW_CHUNK)] = '\0';
+		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			follow_line(fmt, line);
+		if (fflush(stdout) || ferror(stdout)) {
+			ret = EXIT_SYSFAIL;
+			break;
+		}
+		if (rsp.data_length < FOLLOW_CHUNK / 2)
+			usleep(100 * 1000);
+	}
+out_free:
+	free(buf);
+	free(follow_threads);
+	return ret;
+}
+
+int trace_tracer_id(const char *name, uint32_t *id)
+{
+	static const char *const names[] = {
+		[SD_TRACER_GRAPH] = "graph",	 [SD_TRACER_FUNCTION] = "function",
+		[SD_TRACER_PROFILE] = "profile", [SD_TRACER_LOOP] = "loop",
+		[SD_TRACER_THREAD] = "thread",
+	};
+
+	*id = 0;
+	if (!name)
+		return 0;
+	for (uint32_t i = 1; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(name, names[i])) {
+			*id = i;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* say on stderr what the ring of the tracer read lost, as a share */
+static void warn_lost(const char *name)
+{
+	struct trace_state ts;
+	const struct sd_trace_tracer *t;
+	char lost[96];
+
+	if (get_state(&ts) != SD_RES_SUCCESS)
+		return;
+	t = find_tracer(&ts, name ? name : ts.st.tracer);
+	if (!t || !t->nr_lost || !strcmp(t->name, "profile"))
+		return;
+	fmt_lost(t->nr_lost, t->nr_records, lost, sizeof(lost));
+	collie_err("%s lost %s records", t->name, lost);
+}
+
 /* svg: the folded stacks, drawn here into a flame graph (flame.c) */
 static int trace_cat_svg(void)
 {
 	struct trace_buf b = { NULL, 0, 0 };
-	int ret = read_rendering(SD_TRACE_FMT_FOLDED, &b);
+	uint32_t id;
+	int ret;
 
+	if (trace_tracer_id(opts.tracer, &id))
+		return unknown_tracer("failed to read the trace", opts.tracer);
+	ret = trace_read_rendering(SD_TRACE_FMT_FOLDED, id, &b);
 	if (!ret)
 		ret = collie_write_flame(b.data, b.len);
 	free(b.data);
@@ -215,7 +630,7 @@ static int trace_cat_svg(void)
 static int trace_cat(int argc, char **argv)
 {
 	struct trace_buf b = { NULL, 0, 0 };
-	uint32_t fmt;
+	uint32_t fmt, id;
 	int ret;
 
 	if (opts.format && !strcmp(opts.format, "svg"))
@@ -225,27 +640,53 @@ static int trace_cat(int argc, char **argv)
 	ret = parse_format(&fmt);
 	if (ret)
 		return ret;
-	ret = read_rendering(fmt, &b);
+	if (trace_tracer_id(opts.tracer, &id))
+		return unknown_tracer("failed to read the trace", opts.tracer);
+	if (opts.follow)
+		return trace_follow(fmt, id);
+	ret = trace_read_rendering(fmt, id, &b);
 	if (!ret)
 		ret = collie_write_stdout(b.data, b.len);
 	free(b.data);
+	if (!ret)
+		warn_lost(opts.tracer);
 	return ret;
 }
 
 static const struct subcommand trace_cmds[] = {
-	{ "start", "", OPT_TRACER | OPT_FUNCTION | OPT_DEPTH | OPT_BUFFER_SIZE,
-	  "patch the call sites and start tracing", trace_start, NULL, 0, 0 },
-	{ "stop", "", 0, "stop tracing and put the NOPs back (the buffers stay readable)",
-	  trace_stop, NULL, 0, 0 },
-	{ "status", "", OPT_RAW, "show the tracer's state and counters", trace_status, NULL, 0,
-	  0 },
-	{ "cat", "", OPT_FORMAT | OPT_TITLE, "write what was traced to stdout", trace_cat, NULL, 0,
-	  0 },
+	{ "start", "",
+	  OPT_TRACER | OPT_FUNCTION | OPT_NOTRACE | OPT_GRAPH_FUNCTION | OPT_THRESHOLD |
+	      OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE | OPT_MAIN_ONLY | OPT_WORKER_ONLY,
+	  "patch the call sites and start a tracer", trace_start, NULL, 0, 0,
+	  "  collie debug trace start --function 'gateway_*' --notrace 'gateway_io_*'\n"
+	  "  collie debug trace start --tracer profile --function 'plain_*'\n"
+	  "  collie debug trace start --threshold 2ms --thread io\n"
+	  "  collie debug trace start --tracer loop --threshold 5ms\n"
+	  "  collie debug trace start --tracer thread --worker-only 'plain_*'\n" },
+	{ "stop", "", OPT_TRACER,
+	  "stop one tracer or all, and put the NOPs back (the buffers stay readable)", trace_stop,
+	  NULL, 0, 0, "  collie debug trace stop\n  collie debug trace stop --tracer profile\n" },
+	{ "status", "", OPT_RAW | OPT_TRACER, "show the state and counters, one line per tracer",
+	  trace_status, NULL, 0, 0,
+	  "  collie debug trace status\n  collie debug trace status --tracer graph -r\n" },
+	{ "cat", "", OPT_FORMAT | OPT_TRACER | OPT_FOLLOW | OPT_TITLE,
+	  "write what was traced to stdout", trace_cat, NULL, 0, 0,
+	  "  collie debug trace cat > trace.txt\n"
+	  "  collie debug trace cat --format svg --title 'gateway writes' > flame.svg\n"
+	  "  collie debug trace cat --format folded > stacks.folded\n"
+	  "  collie debug trace cat --follow --format csv\n" },
+	{ "stat", "", OPT_SORT | OPT_TOP | OPT_CSV,
+	  "the profile tracer's table: calls, total, self, avg, min, max per function", trace_stat,
+	  NULL, 0, 0,
+	  "  collie debug trace stat --sort self --top 20\n"
+	  "  collie debug trace stat --csv > profile.csv\n" },
+	{ "hist", "FUNCTION", 0, "a profiled function's latency distribution (log2 buckets)",
+	  trace_hist, NULL, 1, 1, "  collie debug trace hist gateway_write_obj\n" },
 	{ NULL },
 };
 
 const struct subcommand debug_cmds[] = {
-	{ "trace", "start|stop|status|cat", 0, "drive the function tracer", NULL, trace_cmds, 0,
-	  0 },
+	{ "trace", "start|stop|status|cat|stat|hist", 0, "drive the function tracer", NULL,
+	  trace_cmds, 0, 0, NULL },
 	{ NULL },
 };

@@ -214,6 +214,6 @@ const struct subcommand node_cmds[] = {
 	  node_recovery, NULL, 0, 0 },
 	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
 	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util",
-	  node_stat, NULL, 0, 0, node_stat_help },
+	  node_stat, NULL, 0, 0, NULL, node_stat_help },
 	{ NULL },
 };

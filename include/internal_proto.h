@@ -87,6 +87,7 @@
 #define SD_OP_TRACE_STOP 0xB1
 #define SD_OP_TRACE_STATUS 0xB2
 #define SD_OP_TRACE_READ 0xB3
+#define SD_OP_TRACE_FOLLOW 0xB4 /* the records written since the last FOLLOW */
 
 /* internal result codes */
 #define SD_RES_NO_SUPPORT 0x80	 /* the operation is not built into this daemon */
@@ -101,6 +102,8 @@
 #define SD_RES_OLD_NODE_VER 0x89 /* peer op from an older epoch than the peer's */
 #define SD_RES_NEW_NODE_VER 0x8A /* peer op from a newer epoch than the peer's */
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
+#define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
+#define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0
@@ -163,22 +166,60 @@ struct sd_recovery_info {
 /*
  * Trace operations.
  *
+ * Several tracers may run at once, each on its own set of functions. A
+ * tracer is named by its name on the wire (START, STOP, the status) and by
+ * its id (SD_TRACER_*) in READ.
+ *
  * TRACE_START: req.trace.depth (0: default), req.trace.buffer_size (bytes per
  *   thread, 0: default); flag WRITE and a payload of NUL-terminated strings:
  *   the tracer name ("" for graph) followed by zero or more glob patterns of
- *   function names (no pattern: every function).
- * TRACE_STOP: no payload.
- * TRACE_STATUS: response payload struct sd_trace_status.
- * TRACE_READ: req.trace.format (SD_TRACE_FMT_*), req.trace.offset, data_length
- *   = the chunk wanted. The daemon renders a snapshot of the buffers when
- *   offset is 0 and serves it in chunks; rsp.trace.total_length is the
- *   snapshot's size and rsp.trace.generation names it (a reader restarts if
- *   it changes under it).
+ *   function names (no pattern: every function) and options, which contain
+ *   a '=' (no function name does):
+ *     notrace=PAT          leave the functions matching PAT out (repeatable)
+ *     graph-function=PAT   graph: record only inside calls of PAT (repeatable)
+ *     threshold=NS         graph: keep only calls of at least NS ns; loop:
+ *                          handlers that hold the main thread that long
+ *     main=PAT, worker=PAT thread checker: functions that must run on the
+ *                          main thread, and on a worker (repeatable)
+ *     thread=KIND          trace only the threads of one kind: main, or the
+ *                          first word of a thread's name (io, peer, ...)
+ *   SD_RES_TRACE_BUSY if that tracer runs already, SD_RES_NO_TRACER if there
+ *   is none of that name, SD_RES_NO_MATCH if a pattern set chose nothing.
+ * TRACE_STOP: no payload: stop every tracer; or (flag WRITE) a tracer name:
+ *   stop that one (SD_RES_TRACE_OFF if it does not run).
+ * TRACE_STATUS: response payload struct sd_trace_status (the tracer started
+ *   last, every site patched), then one struct sd_trace_tracer for each
+ *   tracer of the daemon, as many as data_length holds.
+ * TRACE_READ: req.trace.format (SD_TRACE_FMT_*), req.trace.offset,
+ *   req.trace.tracer_flags (SD_TRACER_*; 0: the tracer started last, or
+ *   profile for SD_TRACE_FMT_PROFILE), data_length = the chunk wanted. The
+ *   daemon renders a snapshot of the buffers when offset is 0 and serves it
+ *   in chunks; rsp.trace.total_length is the snapshot's size and
+ *   rsp.trace.generation names it (a reader restarts if it changes under
+ *   it). SD_TRACE_FMT_PROFILE is the profile tracer's table, one line per
+ *   function called: "name calls total_ns self_ns min_ns max_ns" then 40
+ *   counts of calls taking [2^k, 2^(k+1)) ns, k = 0..39 (the last bucket
+ *   holds every longer call too).
+ * TRACE_FOLLOW: req.trace.tracer_flags as for READ (graph or function),
+ *   req.trace.offset 0 to start from the oldest record still held, 1 to go
+ *   on from the previous FOLLOW; data_length = the most text wanted. The
+ *   answer holds whole lines, one per record, each sent once:
+ *     "E tid depth ts_ns name" and "X tid depth ts_ns name" (graph entry and
+ *     exit), "F tid ts_ns name caller" (function), "L tid count" (records
+ *     overwritten before they could be sent). One follower at a time.
  */
 #define SD_TRACE_FMT_GRAPH 0
 #define SD_TRACE_FMT_FOLDED 1
 #define SD_TRACE_FMT_CHROME 2
 #define SD_TRACE_FMT_CSV 3
+#define SD_TRACE_FMT_PROFILE 4
+
+#define SD_TRACER_GRAPH 1
+#define SD_TRACER_FUNCTION 2
+#define SD_TRACER_PROFILE 3
+#define SD_TRACER_LOOP 4
+#define SD_TRACER_THREAD 5
+#define SD_TRACE_PROF_BUCKETS 40
 
 #define SD_TRACE_STATE_OFF 0
 #define SD_TRACE_STATE_ON 1
@@ -263,6 +304,20 @@ struct sd_stat_vdi {
 	uint64_t await_ns;
 };
 
+/* one tracer in the TRACE_STATUS payload */
+struct sd_trace_tracer {
+	char name[32];
+	uint32_t state; /* SD_TRACE_STATE_* */
+	uint32_t nr_sites_patched;
+	uint64_t nr_records; /* records kept (profile: calls counted) */
+	uint64_t nr_lost;    /* records overwritten or calls not traced */
+	uint64_t since;	     /* when it was started last, seconds since the epoch; 0: never */
+	uint64_t buffer_size;
+	uint32_t nr_threads;
+	uint32_t pad;
+};
+
+_Static_assert(sizeof(struct sd_trace_tracer) == 80, "trace tracer layout");
 _Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");
 _Static_assert(sizeof(struct sd_node) == 40, "node layout");
 _Static_assert(sizeof(struct sd_stat_header) == 56, "stat header layout");

@@ -203,6 +203,7 @@ static const struct sd_op_template ops[] = {
 	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },
 	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_MAIN, true, op_trace },
 	{ "TRACE_READ", SD_OP_TRACE_READ, OP_MAIN, true, op_trace },
+	{ "TRACE_FOLLOW", SD_OP_TRACE_FOLLOW, OP_MAIN, true, op_trace },
 	/* internal, statistics */
 	{ "STAT_READ", SD_OP_STAT_READ, OP_MAIN, true, op_stat_read },
 #ifdef SD_TEST_HOOKS

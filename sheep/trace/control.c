@@ -12,8 +12,11 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "logger.h"
 #include "trace.h"
@@ -25,14 +28,24 @@ enum init_state { INIT_NONE, INIT_DONE, INIT_FAILED };
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum init_state init_state;
-static int trace_state = SD_TRACE_STATE_OFF;
-static uint32_t nr_patched;
-static uint64_t buffer_size = TRACE_DEFAULT_BUFFER;
+static int trace_state = SD_TRACE_STATE_OFF; /* ON while some tracer runs */
+static int last_started = TRACER_GRAPH;
+
+/* each tracer's state, by id */
+static struct tracer_state {
+	uint8_t *want; /* its sites (one byte per site), NULL when off */
+	uint32_t nr_patched;
+	uint64_t since;
+	uint64_t buffer_size;
+} tstate[TRACE_MAX_TRACERS];
+
+extern char trace_thread_kind[TRACE_MAX_TRACERS][16];
 
 static struct {
 	struct trace_out out;
 	uint64_t generation;
 	int fmt;
+	unsigned id;
 	bool valid;
 } snap;
 
@@ -77,44 +90,122 @@ static int errno_to_res(int err)
 	}
 }
 
+static void clear_words(uint32_t bits)
+{
+	for (size_t i = 0; i < trace_nr_site_words; i++) {
+		uint32_t w = trace_site_words[i];
+
+		if (w & (bits << 24))
+			__atomic_store_n(&trace_site_words[i], w & ~(bits << 24), __ATOMIC_RELAXED);
+	}
+}
+
+/* one tracer alone is served inline by the hooks (hook.c) */
+static void set_fast(void)
+{
+	uint32_t fast = TRACE_FAST_NONE;
+
+	if (trace_hot.active == TRACER_BIT(TRACER_GRAPH) && !trace_hot.graph_root)
+		fast = trace_hot.graph_thresh ? TRACE_FAST_THRESH : TRACE_FAST_GRAPH;
+	else if (trace_hot.active == TRACER_BIT(TRACER_PROFILE))
+		fast = TRACE_FAST_PROFILE;
+	__atomic_store_n(&trace_hot.fast, fast, __ATOMIC_RELEASE);
+}
+
 static void mark_broken(void)
 {
 	trace_state = SD_TRACE_STATE_BROKEN;
+	__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&trace_hot.active, 0, __ATOMIC_RELEASE);
-	nr_patched = 0;
+	for (unsigned id = 0; id < TRACE_MAX_TRACERS; id++) {
+		free(tstate[id].want);
+		tstate[id].want = NULL;
+		tstate[id].nr_patched = 0;
+	}
 }
 
-/* Split the payload into tracer name and patterns. SD_RES_*. */
-static int parse_start(const char *data, size_t len, const char **tracer, const char **pats,
-		       size_t *nr_pats)
+/* what a START asks for */
+struct start_args {
+	const char *tracer;
+	const char *pats[TRACE_MAX_PATTERNS];
+	size_t nr_pats;
+	const char *skip[TRACE_MAX_PATTERNS]; /* notrace= */
+	size_t nr_skip;
+	const char *roots[TRACE_MAX_PATTERNS];
+	size_t nr_roots;
+	const char *thread;
+	uint64_t thresh_ns;
+	const char *main_only[TRACE_MAX_PATTERNS]; /* thread checker */
+	size_t nr_main_only;
+	const char *worker_only[TRACE_MAX_PATTERNS];
+	size_t nr_worker_only;
+};
+
+static int add_pat(const char **v, size_t *nr, const char *p)
+{
+	if (*nr == TRACE_MAX_PATTERNS)
+		return SD_RES_INVALID_PARMS;
+	v[(*nr)++] = p;
+	return SD_RES_SUCCESS;
+}
+
+static int parse_option(struct start_args *a, const char *s)
+{
+	const char *v = strchr(s, '=') + 1;
+	char *end;
+
+	if (!strncmp(s, "notrace=", 8))
+		return *v ? add_pat(a->skip, &a->nr_skip, v) : SD_RES_SUCCESS;
+	if (!strncmp(s, "main=", 5))
+		return *v ? add_pat(a->main_only, &a->nr_main_only, v) : SD_RES_INVALID_PARMS;
+	if (!strncmp(s, "worker=", 7))
+		return *v ? add_pat(a->worker_only, &a->nr_worker_only, v) : SD_RES_INVALID_PARMS;
+	if (!strncmp(s, "graph-function=", 15))
+		return *v ? add_pat(a->roots, &a->nr_roots, v) : SD_RES_INVALID_PARMS;
+	if (!strncmp(s, "thread=", 7)) {
+		if (!*v || strlen(v) >= sizeof(trace_thread_kind[0]))
+			return SD_RES_INVALID_PARMS;
+		a->thread = v;
+		return SD_RES_SUCCESS;
+	}
+	if (!strncmp(s, "threshold=", 10)) {
+		errno = 0;
+		a->thresh_ns = strtoull(v, &end, 10);
+		return errno || *end || !*v ? SD_RES_INVALID_PARMS : SD_RES_SUCCESS;
+	}
+	return SD_RES_INVALID_PARMS;
+}
+
+/* Split the payload into tracer name, patterns and options. SD_RES_*. */
+static int parse_start(const char *data, size_t len, struct start_args *a)
 {
 	size_t off = 0;
 
-	*tracer = "";
-	*nr_pats = 0;
+	memset(a, 0, sizeof(*a));
+	a->tracer = "";
 	if (!len)
 		return SD_RES_SUCCESS;
 	if (data[len - 1] != '\0')
 		return SD_RES_INVALID_PARMS;
-	*tracer = data;
+	a->tracer = data;
 	off = strlen(data) + 1;
 	while (off < len) {
-		if (*nr_pats == TRACE_MAX_PATTERNS)
-			return SD_RES_INVALID_PARMS;
-		if (data[off]) /* an empty pattern selects nothing: ignore it */
-			pats[(*nr_pats)++] = data + off;
-		off += strlen(data + off) + 1;
+		const char *s = data + off;
+		int ret = SD_RES_SUCCESS;
+
+		if (strchr(s, '='))
+			ret = parse_option(a, s);
+		else if (*s) /* an empty pattern selects nothing: ignore it */
+			ret = add_pat(a->pats, &a->nr_pats, s);
+		if (ret != SD_RES_SUCCESS)
+			return ret;
+		off += strlen(s) + 1;
 	}
 	return SD_RES_SUCCESS;
 }
 
-static bool site_matches(size_t i, const char **pats, size_t nr_pats)
+static bool name_matches(const char *name, const char *const *pats, size_t nr_pats)
 {
-	char buf[32];
-	const char *name = trace_site_name(&trace_sites[i], 0, buf, sizeof(buf));
-
-	if (!nr_pats)
-		return true;
 	for (size_t p = 0; p < nr_pats; p++)
 		if (!fnmatch(pats[p], name, 0))
 			return true;
@@ -130,56 +221,219 @@ static uint64_t pow2_records(uint64_t bytes)
 	return n;
 }
 
+/* whether a tracer hijacks returns (a stub), or is entry-only (a call will do) */
+static uint8_t site_kind(unsigned id)
+{
+	return trace_tracer_by_id(id)->exit ? TRACE_SITE_STUB : TRACE_SITE_CALL;
+}
+
+/*
+ * The state of each site (TRACE_SITE_*) for tracer @id wanting @want (NULL:
+ * none) beside the tracers that run: a stub where any hijacking tracer wants
+ * the site, a call where only entry-only ones do.
+ */
+static void union_want(uint8_t *u, unsigned id, const uint8_t *want)
+{
+	for (size_t i = 0; i < trace_nr_sites; i++) {
+		u[i] = want && want[i] ? site_kind(id) : TRACE_SITE_NOP;
+		for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++)
+			if (t != id && tstate[t].want && tstate[t].want[i] &&
+			    u[i] != TRACE_SITE_STUB)
+				u[i] = site_kind(t);
+	}
+}
+
+/*
+ * The sites of @a: the patterns (none: every site) but notrace; graph's
+ * roots are in too, and marked. *nr_want counts them. SD_RES_*.
+ */
+static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root, size_t *nr_want)
+{
+	size_t nr_roots = 0;
+
+	*nr_want = 0;
+	for (size_t i = 0; i < trace_nr_sites; i++) {
+		char buf[32];
+		const char *name = trace_site_name(&trace_sites[i], 0, buf, sizeof(buf));
+
+		if (name_matches(name, a->skip, a->nr_skip))
+			continue;
+		if (a->nr_main_only && name_matches(name, a->main_only, a->nr_main_only))
+			root[i] |= 2;
+		if (a->nr_worker_only && name_matches(name, a->worker_only, a->nr_worker_only))
+			root[i] |= 4;
+		if (a->nr_main_only || a->nr_worker_only) {
+			/* the thread checker: the marked functions only */
+			if (root[i]) {
+				want[i] = 1;
+				(*nr_want)++;
+			}
+			continue;
+		}
+		if (a->nr_roots && name_matches(name, a->roots, a->nr_roots)) {
+			root[i] |= 1;
+			nr_roots++;
+		}
+		if (root[i] || !a->nr_pats || name_matches(name, a->pats, a->nr_pats)) {
+			want[i] = 1;
+			(*nr_want)++;
+		}
+	}
+	return !*nr_want || (a->nr_roots && !nr_roots) ? SD_RES_NO_MATCH : SD_RES_SUCCESS;
+}
+
+/* the profile index of each chosen site, in the site words and trace_prof_sites */
+static int index_sites(const uint8_t *want, size_t nr_want)
+{
+	uint32_t *sites = calloc(nr_want ? nr_want : 1, sizeof(*sites));
+	uint32_t n = 0;
+
+	if (!sites)
+		return -ENOMEM;
+	for (size_t i = 0; i < trace_nr_sites; i++) {
+		uint32_t *w = trace_site_word(trace_sites[i].addr);
+
+		if (!want[i])
+			continue;
+		sites[n] = (uint32_t)i;
+		__atomic_store_n(w, (*w & ~0x3fffffU) | n, __ATOMIC_RELAXED);
+		n++;
+	}
+	free(trace_prof_sites);
+	trace_prof_sites = sites;
+	trace_nr_prof_sites = n;
+	return 0;
+}
+
+static void set_words(unsigned id, const uint8_t *want, const uint8_t *root)
+{
+	for (size_t i = 0; i < trace_nr_sites; i++) {
+		uint32_t *w = trace_site_word(trace_sites[i].addr);
+		uint32_t v = *w;
+
+		if (id == TRACER_GRAPH)
+			v = root[i] & 1 ? v | TRACE_WORD_ROOT : v & ~TRACE_WORD_ROOT;
+		if (id == TRACER_THREAD) {
+			v &= ~(TRACE_WORD_MAIN_ONLY | TRACE_WORD_WORKER_ONLY);
+			v |= (root[i] & 2 ? TRACE_WORD_MAIN_ONLY : 0) |
+			     (root[i] & 4 ? TRACE_WORD_WORKER_ONLY : 0);
+		}
+		if (want[i])
+			v |= TRACER_BIT(id) << 24;
+		__atomic_store_n(w, v, __ATOMIC_RELAXED);
+	}
+}
+
+/* the configuration of the tracer being started, in the hot struct */
+static int apply_config(const struct tracer_ops *t, const struct start_args *a,
+			const struct sd_req *req, size_t nr_want)
+{
+	uint64_t bsize = req->trace.buffer_size ? req->trace.buffer_size : TRACE_DEFAULT_BUFFER;
+	struct trace_config c = {
+		.nr_sites = nr_want,
+		.thresh_ns = a->thresh_ns,
+		.has_root = a->nr_roots > 0,
+	};
+	int ret;
+
+	if (bsize < TRACE_MIN_BUFFER)
+		bsize = TRACE_MIN_BUFFER;
+	c.buffer_size = bsize;
+	ret = t->start(&c);
+	if (ret < 0)
+		return ret;
+	tbuf_reap();
+	tstate[t->id].buffer_size = pow2_records(c.buffer_size) * sizeof(struct trace_rec);
+	trace_hot.nr_records[t->id] = pow2_records(c.buffer_size);
+	/* a ring of the default size grows on demand; one asked for does not */
+	trace_hot.max_records[t->id] = trace_hot.nr_records[t->id];
+	if (!req->trace.buffer_size && t->id != TRACER_PROFILE &&
+	    pow2_records(TRACE_DEFAULT_MAX_BUFFER) > trace_hot.nr_records[t->id])
+		trace_hot.max_records[t->id] = pow2_records(TRACE_DEFAULT_MAX_BUFFER);
+	/* the loop checker watches the event loop: the main thread */
+	snprintf(trace_thread_kind[t->id], sizeof(trace_thread_kind[0]), "%s",
+		 a->thread		? a->thread
+		 : t->id == TRACER_LOOP ? "main"
+					: "");
+	if (t->id == TRACER_GRAPH) {
+		trace_hot.depth_limit = req->trace.depth ? req->trace.depth : TRACE_MAX_DEPTH;
+		/* ns to ticks: ticks = ns * 2^32 / (ns per tick << 32) */
+		trace_hot.graph_thresh =
+		    a->thresh_ns
+			? (uint64_t)(((unsigned __int128)a->thresh_ns << 32) / trace_clk_mult)
+			: 0;
+		if (a->thresh_ns && !trace_hot.graph_thresh)
+			trace_hot.graph_thresh = 1;
+		trace_hot.graph_root = a->nr_roots > 0;
+	} else if (!tstate[TRACER_GRAPH].want) {
+		trace_hot.depth_limit = TRACE_MAX_DEPTH; /* --depth is graph's */
+	}
+	return 0;
+}
+
 static int trace_start(const struct sd_req *req, const char *data)
 {
-	const char *pats[TRACE_MAX_PATTERNS], *name;
 	const struct tracer_ops *tracer;
-	uint64_t bsize = req->trace.buffer_size ? req->trace.buffer_size : TRACE_DEFAULT_BUFFER;
-	uint32_t depth = req->trace.depth ? req->trace.depth : TRACE_MAX_DEPTH;
-	size_t nr_pats, nr_want = 0;
-	uint8_t *want;
+	struct start_args a;
+	size_t nr_want = 0;
+	uint8_t *want, *root = NULL, *u = NULL;
+	unsigned id;
 	int ret;
 
 	if (trace_state == SD_TRACE_STATE_BROKEN)
 		return SD_RES_TRACE_BROKEN;
-	if (trace_state == SD_TRACE_STATE_ON)
-		return SD_RES_TRACE_BUSY;
-	ret = parse_start(data, req->data_length, &name, pats, &nr_pats);
+	ret = parse_start(data, req->data_length, &a);
 	if (ret != SD_RES_SUCCESS)
 		return ret;
-	tracer = trace_find_tracer(name);
-	if (!tracer || depth > TRACE_MAX_DEPTH || bsize > TRACE_MAX_BUFFER)
+	tracer = trace_find_tracer(a.tracer);
+	if (!tracer)
+		return SD_RES_NO_TRACER;
+	id = tracer->id;
+	if (tstate[id].want)
+		return SD_RES_TRACE_BUSY;
+	if (id == TRACER_THREAD && !a.nr_main_only && !a.nr_worker_only) {
+		for (const char *const *p = trace_thread_main_only; *p; p++)
+			add_pat(a.main_only, &a.nr_main_only, *p);
+		for (const char *const *p = trace_thread_worker_only; *p; p++)
+			add_pat(a.worker_only, &a.nr_worker_only, *p);
+	}
+	if (req->trace.depth > TRACE_MAX_DEPTH || req->trace.buffer_size > TRACE_MAX_BUFFER ||
+	    ((a.nr_main_only || a.nr_worker_only) && id != TRACER_THREAD) ||
+	    (a.nr_roots && id != TRACER_GRAPH) ||
+	    (a.thresh_ns && id != TRACER_GRAPH && id != TRACER_LOOP))
 		return SD_RES_INVALID_PARMS;
-	if (bsize < TRACE_MIN_BUFFER)
-		bsize = TRACE_MIN_BUFFER;
 
 	want = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
-	if (!want)
-		return SD_RES_NO_MEM;
-	for (size_t i = 0; i < trace_nr_sites; i++)
-		if (site_matches(i, pats, nr_pats)) {
-			want[i] = 1;
-			nr_want++;
-		}
-	if (!nr_want) {
-		ret = SD_RES_NO_MATCH;
+	root = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
+	u = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
+	if (!want || !root || !u) {
+		ret = SD_RES_NO_MEM;
 		goto out_free;
 	}
-	ret = tracer->start();
+	ret = choose_sites(&a, want, root, &nr_want);
+	if (ret != SD_RES_SUCCESS)
+		goto out_free;
+	if (id == TRACER_PROFILE && index_sites(want, nr_want) < 0) {
+		ret = SD_RES_NO_MEM;
+		goto out_free;
+	}
+	ret = apply_config(tracer, &a, req, nr_want);
 	if (ret < 0) {
 		ret = errno_to_res(ret);
 		goto out_free;
 	}
-	tbuf_reap();
-	buffer_size = pow2_records(bsize) * sizeof(struct trace_rec);
-	trace_hot.nr_records = pow2_records(bsize);
-	trace_hot.depth_limit = depth;
-	trace_hot.tracer = tracer;
-	__atomic_add_fetch(&trace_hot.session, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&trace_hot.active, 1, __ATOMIC_RELEASE);
-	ret = trace_patch(want);
+	set_words(id, want, root);
+	__atomic_add_fetch(&trace_hot.session[id], 1, __ATOMIC_RELEASE);
+	/* off the fast path before a site of another tracer can be patched */
+	__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
+	__atomic_or_fetch(&trace_hot.active, TRACER_BIT(id), __ATOMIC_RELEASE);
+	set_fast();
+	union_want(u, id, want);
+	ret = trace_patch(u);
 	if (ret < 0) {
-		__atomic_store_n(&trace_hot.active, 0, __ATOMIC_RELEASE);
+		__atomic_and_fetch(&trace_hot.active, ~TRACER_BIT(id), __ATOMIC_RELEASE);
+		set_fast();
+		clear_words(TRACER_BIT(id));
 		tracer->stop();
 		if (ret == -EIO)
 			mark_broken();
@@ -188,46 +442,109 @@ static int trace_start(const struct sd_req *req, const char *data)
 		goto out_free;
 	}
 	trace_state = SD_TRACE_STATE_ON;
-	nr_patched = (uint32_t)nr_want;
+	tstate[id].want = want;
+	want = NULL;
+	tstate[id].nr_patched = (uint32_t)nr_want;
+	tstate[id].since = (uint64_t)time(NULL);
+	last_started = (int)id;
 	snap.valid = false;
 	sd_info("tracing %zu of %zu functions with %s", nr_want, trace_nr_sites, tracer->name);
 	ret = SD_RES_SUCCESS;
 out_free:
 	free(want);
+	free(root);
+	free(u);
 	return ret;
 }
 
-static int trace_stop(void)
+/* Stop tracer @id (it runs). SD_RES_*. */
+static int stop_one(unsigned id)
 {
-	uint8_t *want;
+	uint8_t *u = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
 	int ret;
 
-	if (trace_state != SD_TRACE_STATE_ON)
-		return trace_state == SD_TRACE_STATE_BROKEN ? SD_RES_TRACE_BROKEN
-							    : SD_RES_TRACE_BUSY;
-	want = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
-	if (!want)
+	if (!u)
 		return SD_RES_NO_MEM;
-	ret = trace_patch(want);
-	free(want);
-	if (ret == -ETIMEDOUT)
-		return SD_RES_TRACE_TIMEOUT; /* still tracing: the caller may retry */
-	__atomic_store_n(&trace_hot.active, 0, __ATOMIC_RELEASE);
-	trace_hot.tracer->stop();
+	union_want(u, id, NULL);
+	/* the fast paths do not look at active: leave them first */
+	__atomic_store_n(&trace_hot.fast, TRACE_FAST_NONE, __ATOMIC_RELEASE);
+	__atomic_and_fetch(&trace_hot.active, ~TRACER_BIT(id), __ATOMIC_RELEASE);
+	ret = trace_patch(u);
+	free(u);
+	if (ret == -ETIMEDOUT) {
+		/* still tracing: the caller may retry */
+		__atomic_or_fetch(&trace_hot.active, TRACER_BIT(id), __ATOMIC_RELEASE);
+		set_fast();
+		return SD_RES_TRACE_TIMEOUT;
+	}
+	trace_tracer_by_id(id)->stop();
 	if (ret < 0) {
 		mark_broken();
 		return SD_RES_TRACE_BROKEN;
 	}
-	trace_state = SD_TRACE_STATE_OFF;
-	nr_patched = 0;
-	sd_info("tracing stopped");
+	clear_words(TRACER_BIT(id));
+	if (id == TRACER_GRAPH) {
+		trace_hot.graph_thresh = 0;
+		trace_hot.graph_root = 0;
+	}
+	set_fast();
+	free(tstate[id].want);
+	tstate[id].want = NULL;
+	tstate[id].nr_patched = 0;
+	sd_info("tracing stopped (%s)", trace_tracer_by_id(id)->name);
 	return SD_RES_SUCCESS;
+}
+
+static bool any_on(void)
+{
+	for (unsigned id = 0; id < TRACE_MAX_TRACERS; id++)
+		if (tstate[id].want)
+			return true;
+	return false;
+}
+
+static int trace_stop(const struct sd_req *req, const char *data)
+{
+	const struct tracer_ops *t = NULL;
+	int ret = SD_RES_SUCCESS;
+
+	if (trace_state == SD_TRACE_STATE_BROKEN)
+		return SD_RES_TRACE_BROKEN;
+	if (req->data_length) {
+		if (data[req->data_length - 1] != '\0')
+			return SD_RES_INVALID_PARMS;
+		t = trace_find_tracer(data);
+		if (!t)
+			return SD_RES_NO_TRACER;
+		if (!tstate[t->id].want)
+			return SD_RES_TRACE_OFF;
+		ret = stop_one(t->id);
+	} else {
+		if (trace_state != SD_TRACE_STATE_ON)
+			return SD_RES_TRACE_BUSY;
+		for (unsigned id = 0; id < TRACE_MAX_TRACERS && ret == SD_RES_SUCCESS; id++)
+			if (tstate[id].want)
+				ret = stop_one(id);
+	}
+	if (trace_state != SD_TRACE_STATE_BROKEN && !any_on())
+		trace_state = SD_TRACE_STATE_OFF;
+	return ret;
+}
+
+static uint32_t nr_patched_all(void)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < trace_nr_sites; i++)
+		n += trace_site_on[i] != TRACE_SITE_NOP;
+	return n;
 }
 
 static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 {
 	struct sd_trace_status st;
-	const struct tracer_ops *t = trace_hot.tracer ? trace_hot.tracer : trace_find_tracer("");
+	const struct tracer_ops *t = trace_tracer_by_id((unsigned)last_started);
+	size_t len = sizeof(st);
 
 	if (req->data_length < sizeof(st))
 		return SD_RES_INVALID_PARMS;
@@ -235,13 +552,33 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 	if (t)
 		strncpy(st.tracer, t->name, sizeof(st.tracer) - 1);
 	st.state = (uint32_t)trace_state;
-	st.nr_sites_patched = nr_patched;
+	st.nr_sites_patched = trace_site_on ? nr_patched_all() : 0;
 	st.nr_sites_total = (uint32_t)trace_nr_sites;
-	tbuf_counts(&st.nr_threads, &st.nr_events, &st.nr_lost);
-	st.buffer_size = buffer_size;
+	tbuf_counts((unsigned)last_started, &st.nr_threads, &st.nr_events, &st.nr_lost);
+	st.buffer_size = tstate[last_started].buffer_size ? tstate[last_started].buffer_size
+							  : TRACE_DEFAULT_BUFFER;
 	st.depth = trace_hot.depth_limit;
 	memcpy(data, &st, sizeof(st));
-	rsp->data_length = sizeof(st);
+	for (unsigned id = 0; id < TRACE_MAX_TRACERS; id++) {
+		const struct tracer_ops *o = trace_tracer_by_id(id);
+		struct sd_trace_tracer tt;
+
+		if (!o || len + sizeof(tt) > req->data_length)
+			continue;
+		memset(&tt, 0, sizeof(tt));
+		strncpy(tt.name, o->name, sizeof(tt.name) - 1);
+		tt.state = trace_state == SD_TRACE_STATE_BROKEN ? SD_TRACE_STATE_BROKEN
+			   : tstate[id].want			? SD_TRACE_STATE_ON
+								: SD_TRACE_STATE_OFF;
+		tt.nr_sites_patched = tstate[id].nr_patched;
+		tbuf_counts(id, &tt.nr_threads, &tt.nr_records, &tt.nr_lost);
+		tt.since = tstate[id].since;
+		tt.buffer_size =
+		    tstate[id].buffer_size ? tstate[id].buffer_size : TRACE_DEFAULT_BUFFER;
+		memcpy((char *)data + len, &tt, sizeof(tt));
+		len += sizeof(tt);
+	}
+	rsp->data_length = (uint32_t)len;
 	return SD_RES_SUCCESS;
 }
 
@@ -251,24 +588,36 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	uint64_t off = req->trace.offset;
 	size_t n;
 
-	if (req->trace.format > SD_TRACE_FMT_CSV)
+	unsigned id = req->trace.tracer_flags	    ? req->trace.tracer_flags - 1
+		      : fmt == SD_TRACE_FMT_PROFILE ? TRACER_PROFILE
+						    : (unsigned)last_started;
+	const struct tracer_ops *t = trace_tracer_by_id(id);
+
+	if (req->trace.format > SD_TRACE_FMT_PROFILE)
 		return SD_RES_INVALID_PARMS;
+	if (!t)
+		return SD_RES_NO_TRACER;
 	if (off == 0) {
-		const struct tracer_ops *t = trace_hot.tracer ? trace_hot.tracer
-							      : trace_find_tracer("");
 		int ret;
 
 		tout_free(&snap.out);
 		snap.valid = false;
 		snap.generation++;
-		ret = t ? t->read(fmt, &snap.out) : trace_render(fmt, "graph", &snap.out);
+		ret = t->read(fmt, &snap.out);
+		if (ret == -EINVAL && !req->trace.tracer_flags && id != TRACER_GRAPH) {
+			/* the last tracer has no such format: graph's records then */
+			tout_free(&snap.out);
+			id = TRACER_GRAPH;
+			ret = trace_tracer_by_id(id)->read(fmt, &snap.out);
+		}
 		if (ret < 0) {
 			tout_free(&snap.out);
 			return errno_to_res(ret);
 		}
 		snap.fmt = fmt;
+		snap.id = id;
 		snap.valid = true;
-	} else if (!snap.valid || snap.fmt != fmt) {
+	} else if (!snap.valid || snap.fmt != fmt || snap.id != id) {
 		return SD_RES_INVALID_PARMS; /* read from offset 0 first */
 	}
 	rsp->trace.total_length = snap.out.len;
@@ -284,6 +633,26 @@ static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	return SD_RES_SUCCESS;
 }
 
+static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
+{
+	unsigned id =
+	    req->trace.tracer_flags ? req->trace.tracer_flags - 1 : (unsigned)last_started;
+	size_t len = 0;
+	int ret;
+
+	if (id == TRACER_PROFILE && !req->trace.tracer_flags)
+		id = TRACER_GRAPH;
+	if (!trace_tracer_by_id(id))
+		return SD_RES_NO_TRACER;
+	if (id != TRACER_GRAPH && id != TRACER_FUNCTION)
+		return SD_RES_INVALID_PARMS;
+	ret = trace_follow(id, req->trace.offset == 0, data, req->data_length, &len);
+	if (ret < 0)
+		return errno_to_res(ret);
+	rsp->data_length = (uint32_t)len;
+	return SD_RES_SUCCESS;
+}
+
 int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 {
 	int ret;
@@ -293,7 +662,7 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 		return SD_RES_INVALID_PARMS;
 	pthread_mutex_lock(&trace_lock);
 	if (init_state != INIT_DONE && req->opcode != SD_OP_TRACE_STATUS &&
-	    req->opcode != SD_OP_TRACE_READ) {
+	    req->opcode != SD_OP_TRACE_READ && req->opcode != SD_OP_TRACE_FOLLOW) {
 		ret = init_state == INIT_FAILED ? SD_RES_TRACE_BROKEN : SD_RES_NO_SUPPORT;
 		goto out_unlock;
 	}
@@ -302,13 +671,16 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 		ret = trace_start(req, data);
 		break;
 	case SD_OP_TRACE_STOP:
-		ret = trace_stop();
+		ret = trace_stop(req, data);
 		break;
 	case SD_OP_TRACE_STATUS:
 		ret = trace_status(req, rsp, data);
 		break;
 	case SD_OP_TRACE_READ:
 		ret = trace_read(req, rsp, data);
+		break;
+	case SD_OP_TRACE_FOLLOW:
+		ret = trace_follow_op(req, rsp, data);
 		break;
 	default:
 		ret = SD_RES_INVALID_PARMS;
@@ -327,9 +699,14 @@ void trace_shutdown(void)
 
 		if (ret < 0)
 			sd_err("cannot stop tracing at shutdown: %s", strerror(-ret));
+		__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&trace_hot.active, 0, __ATOMIC_RELEASE);
 		trace_state = SD_TRACE_STATE_OFF;
-		nr_patched = 0;
+		for (unsigned id = 0; id < TRACE_MAX_TRACERS; id++) {
+			free(tstate[id].want);
+			tstate[id].want = NULL;
+			tstate[id].nr_patched = 0;
+		}
 	}
 	tout_free(&snap.out);
 	snap.valid = false;

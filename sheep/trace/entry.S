@@ -154,4 +154,83 @@ trace_return_tramp:
 	.cfi_endproc
 	.size	trace_return_tramp, .-trace_return_tramp
 
+/*
+ * trace_func_tramp: what an entry-only site calls ("call trace_func_tramp"
+ * in place of the NOP, when only entry-only tracers want the function).
+ * Nothing is hijacked: the call and our ret pair up, so both stay
+ * predicted, and F runs on. On arrival 0(%rsp) is F + 5 and 8(%rsp) F's
+ * return address (its caller). Registers as in trace_entry_tramp.
+ */
+	.globl	trace_func_tramp
+	.type	trace_func_tramp, @function
+	.p2align 4
+trace_func_tramp:
+	.cfi_startproc
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdx
+	.cfi_adjust_cfa_offset 8
+	pushq	%rcx
+	.cfi_adjust_cfa_offset 8
+	pushq	%r8
+	.cfi_adjust_cfa_offset 8
+	pushq	%r9
+	.cfi_adjust_cfa_offset 8
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
+	movq	64(%rsp), %rdi		/* F + 5 */
+	movq	72(%rsp), %rsi		/* F's caller */
+	call	trace_func_hook@PLT
+	cmpl	$TRACE_HOOK_UNTRACED, %eax
+	ja	3f			/* TRACE_HOOK_SLOW */
+1:	popq	%r10
+	.cfi_adjust_cfa_offset -8
+	popq	%r9
+	.cfi_adjust_cfa_offset -8
+	popq	%r8
+	.cfi_adjust_cfa_offset -8
+	popq	%rcx
+	.cfi_adjust_cfa_offset -8
+	popq	%rdx
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
+	ret
+3:	/* slow path: this thread has no buffer for this session yet */
+	.cfi_adjust_cfa_offset 64
+	subq	$128, %rsp
+	.cfi_adjust_cfa_offset 128
+	movdqu	%xmm0, 0(%rsp)
+	movdqu	%xmm1, 16(%rsp)
+	movdqu	%xmm2, 32(%rsp)
+	movdqu	%xmm3, 48(%rsp)
+	movdqu	%xmm4, 64(%rsp)
+	movdqu	%xmm5, 80(%rsp)
+	movdqu	%xmm6, 96(%rsp)
+	movdqu	%xmm7, 112(%rsp)
+	movq	192(%rsp), %rdi
+	movq	200(%rsp), %rsi
+	call	trace_func_slow@PLT
+	movdqu	0(%rsp), %xmm0
+	movdqu	16(%rsp), %xmm1
+	movdqu	32(%rsp), %xmm2
+	movdqu	48(%rsp), %xmm3
+	movdqu	64(%rsp), %xmm4
+	movdqu	80(%rsp), %xmm5
+	movdqu	96(%rsp), %xmm6
+	movdqu	112(%rsp), %xmm7
+	addq	$128, %rsp
+	.cfi_adjust_cfa_offset -128
+	jmp	1b
+	.cfi_endproc
+	.size	trace_func_tramp, .-trace_func_tramp
+
 	.section .note.GNU-stack, "", @progbits

@@ -3,7 +3,11 @@
  *
  * Per thread (__thread, static TLS of the executable: no allocation, no
  * lookup) a shadow stack keeps, for each call whose return was hijacked,
- * the real return address, the site and where on the stack the address was.
+ * the real return address, the site and where on the stack the address was,
+ * and which tracers the call went to. Several tracers may run at once, each
+ * on its own set of sites: a site's word (trace_site_words, found by
+ * address without a search) says which tracers want it, and each gets the
+ * call in its own per-thread buffer.
  * The entry hook pushes and swaps the return address for the function's
  * stub (entry.S), whose call of the function's body puts its own return
  * address there; the exit hook pops and gives the real address back to
@@ -11,8 +15,9 @@
  *
  * Rules kept here:
  * - no lock, no allocation, no syscall once the thread has its buffer; the
- *   slow path (first traced call of a thread in a session) runs with the
- *   vector registers saved by the trampoline and with signals blocked;
+ *   slow path (first traced call of a thread in a session, or a ring about
+ *   to wrap that may grow) runs with the vector registers saved by the
+ *   trampoline and with signals blocked;
  * - a recursion guard: a traced function called from a signal handler that
  *   interrupted a hook is not traced (it cannot corrupt the shadow stack);
  * - errno is not touched on the fast path and is kept on the slow path;
@@ -25,44 +30,128 @@
 #include <errno.h>
 #include <signal.h>
 #include <pthread.h>
+#include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include "trace_priv.h"
-
-struct shadow_entry {
-	uintptr_t ret;	      /* the real return address */
-	uintptr_t site;	      /* the site of the call */
-	const uintptr_t *slot; /* where the return address lives on the stack */
-};
 
 struct trace_thread {
 	uint32_t depth;	 /* shadow entries in use */
 	uint32_t in_hook; /* recursion guard */
 	uint32_t tid;
-	uint32_t nobuf_session; /* no buffer could be had in this session */
-	struct tbuf *buf;
-	struct shadow_entry stack[TRACE_MAX_DEPTH];
+	uint32_t pad;
+	struct tbuf *bufs[TRACE_MAX_TRACERS];
+	/* the session of each tracer in which this thread is not traced by it */
+	uint32_t nobuf_session[TRACE_MAX_TRACERS];
+	struct trace_frame stack[TRACE_MAX_DEPTH];
 };
 
 static __thread struct trace_thread self;
 
 struct trace_hot trace_hot = {
 	.depth_limit = TRACE_MAX_DEPTH,
-	.nr_records = TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec),
+	.nr_records = { [0 ... TRACE_MAX_TRACERS - 1] =
+			    TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec) },
 };
 
-/* a tracer's entry or exit; the default one inline, without an indirect call */
-static inline __attribute__((always_inline)) void tracer_record(const struct tracer_ops *tracer,
-								struct tbuf *b, unsigned type,
-								uintptr_t site, unsigned depth)
+uint32_t *trace_site_words;
+size_t trace_nr_site_words;
+
+/* the tracers by id, for the dispatch (tracer.c fills it at registration) */
+extern const struct tracer_ops *trace_tracers[TRACE_MAX_TRACERS];
+
+static inline __attribute__((always_inline)) bool buf_ready(const struct tbuf *b, unsigned id)
 {
-	if (likely(tracer == &trace_graph_tracer))
-		trace_graph_record(b, type, site, depth);
-	else if (type == TREC_ENTRY)
-		tracer->entry(b, site, depth);
-	else
-		tracer->exit(b, site, depth);
+	return b && b->session == trace_hot.session[id];
+}
+
+/*
+ * The general entry: any set of tracers at a site. Each tracer in the
+ * site's mask gets the call if this thread has its buffer; a missing one
+ * sends the thread to the slow path once per session. Entry-only tracers
+ * run first and need no shadow entry; the others share one.
+ */
+static __attribute__((noinline)) int entry_general(struct trace_thread *th, uintptr_t ip,
+						   uintptr_t *parent, uintptr_t site)
+{
+	uint32_t word = __atomic_load_n(trace_site_word(site), __ATOMIC_RELAXED);
+	uint32_t mask = TRACE_WORD_MASK(word) & trace_hot.active, hijack = 0;
+	uint32_t depth = th->depth;
+	struct trace_frame *e, tmp;
+	uint64_t now;
+
+	for (uint32_t m = mask; m; m &= m - 1) {
+		unsigned id = (unsigned)__builtin_ctz(m);
+
+		if (buf_ready(th->bufs[id], id)) {
+			if (unlikely(th->bufs[id]->head >= th->bufs[id]->grow_at))
+				return TRACE_HOOK_SLOW;
+			continue;
+		}
+		if (th->nobuf_session[id] != trace_hot.session[id])
+			return TRACE_HOOK_SLOW;
+		mask &= ~TRACER_BIT(id);
+	}
+	if (!mask)
+		return TRACE_HOOK_UNTRACED;
+	/* slow handlers to log: at a handler's entry, in the slow path */
+	if (unlikely(mask & TRACER_BIT(TRACER_LOOP)) && th->bufs[TRACER_LOOP]->inside &&
+	    trace_is_handler(*parent))
+		return TRACE_HOOK_SLOW;
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	now = trace_rdtsc();
+	for (uint32_t m = mask; m; m &= m - 1) {
+		unsigned id = (unsigned)__builtin_ctz(m);
+		const struct tracer_ops *t = trace_tracers[id];
+
+		if (t->exit) {
+			hijack |= TRACER_BIT(id);
+			continue;
+		}
+		tmp.ret = *parent;
+		tmp.site = site;
+		tmp.ts = now;
+		tmp.word = word;
+		t->entry(th->bufs[id], &tmp, depth);
+	}
+	if (!hijack)
+		goto out_untraced;
+	if (unlikely(depth >= trace_hot.depth_limit)) {
+		if (depth >= TRACE_MAX_DEPTH)
+			th->bufs[__builtin_ctz(hijack)]->nr_overflow++;
+		goto out_untraced;
+	}
+	e = &th->stack[depth];
+	e->ret = *parent;
+	e->site = site;
+	e->slot = parent;
+	e->word = word;
+	e->mask = hijack;
+	e->ts = now;
+	e->child = 0;
+	th->depth = depth + 1;
+	*parent = ip;
+	for (uint32_t m = hijack; m; m &= m - 1) {
+		unsigned id = (unsigned)__builtin_ctz(m);
+
+		trace_tracers[id]->entry(th->bufs[id], e, depth);
+	}
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+	return TRACE_HOOK_TRACED;
+out_untraced:
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+	return TRACE_HOOK_UNTRACED;
+}
+
+/* the id of the tracer a fast mode serves */
+static inline __attribute__((always_inline)) unsigned fast_id(uint32_t fast)
+{
+	return fast == TRACE_FAST_PROFILE ? TRACER_PROFILE : TRACER_GRAPH;
 }
 
 /*
@@ -70,24 +159,28 @@ static inline __attribute__((always_inline)) void tracer_record(const struct tra
  * @parent the address of the traced function's return address. Returns
  * TRACE_HOOK_TRACED once it kept *parent on the shadow stack and put @ip
  * in its place, TRACE_HOOK_UNTRACED when this call is not traced, and
- * TRACE_HOOK_SLOW when the thread needs its buffer first (the trampoline
- * then calls trace_entry_slow).
+ * TRACE_HOOK_SLOW when the thread needs a buffer first (the trampoline
+ * then calls trace_entry_slow). One tracer alone (trace_hot.fast) is
+ * served inline; every patched site is then its.
  */
 int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 {
 	struct trace_thread *th = &self;
-	const struct tracer_ops *tracer = trace_hot.tracer;
 	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
-	uint32_t depth = th->depth;
-	struct shadow_entry *e;
+	uint32_t depth = th->depth, fast = trace_hot.fast;
+	unsigned id = fast_id(fast);
+	struct trace_frame *e;
 	struct tbuf *b;
 
-	if (unlikely(th->in_hook || !trace_hot.active || !tracer))
+	if (unlikely(th->in_hook))
 		return TRACE_HOOK_UNTRACED;
-	b = th->buf;
-	if (unlikely(!b || b->session != trace_hot.session))
-		return th->nobuf_session != trace_hot.session ? TRACE_HOOK_SLOW
-							      : TRACE_HOOK_UNTRACED;
+	if (unlikely(fast == TRACE_FAST_NONE))
+		return trace_hot.active ? entry_general(th, ip, parent, site) : TRACE_HOOK_UNTRACED;
+	b = th->bufs[id];
+	/* no buffer yet in this session, or a ring to grow before it wraps */
+	if (unlikely(!buf_ready(b, id) || b->head >= b->grow_at))
+		return th->nobuf_session[id] != trace_hot.session[id] ? TRACE_HOOK_SLOW
+								      : TRACE_HOOK_UNTRACED;
 	if (unlikely(depth >= trace_hot.depth_limit)) {
 		if (depth >= TRACE_MAX_DEPTH)
 			b->nr_overflow++;
@@ -101,36 +194,151 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	e->slot = parent;
 	th->depth = depth + 1;
 	*parent = ip;
-	tracer_record(tracer, b, TREC_ENTRY, site, depth);
+	if (likely(fast == TRACE_FAST_GRAPH)) {
+		e->mask = 0;
+		trace_graph_record(b, TREC_ENTRY, site, depth);
+	} else if (fast == TRACE_FAST_THRESH) {
+		e->mask = TRACE_FRAME_THRESH;
+		e->ts = trace_rdtsc();
+	} else {
+		e->mask = TRACE_FRAME_PROFILE;
+		e->word = *trace_site_word(site);
+		e->child = 0;
+		e->ts = trace_rdtsc();
+	}
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
 	return TRACE_HOOK_TRACED;
 }
 
-/* First traced call of this thread in this session: get a buffer. */
-int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+/*
+ * Called by trace_func_tramp from an entry-only site (only the function
+ * tracer wants it): record the call and let it run. TRACE_HOOK_SLOW when
+ * the thread needs its buffer first.
+ */
+int trace_func_hook(uintptr_t ip, uintptr_t ret)
 {
 	struct trace_thread *th = &self;
+	struct tbuf *b = th->bufs[TRACER_FUNCTION];
+
+	if (unlikely(th->in_hook || !(trace_hot.active & TRACER_BIT(TRACER_FUNCTION))))
+		return TRACE_HOOK_UNTRACED;
+	if (unlikely(!buf_ready(b, TRACER_FUNCTION) || b->head >= b->grow_at))
+		return th->nobuf_session[TRACER_FUNCTION] != trace_hot.session[TRACER_FUNCTION]
+			   ? TRACE_HOOK_SLOW
+			   : TRACE_HOOK_UNTRACED;
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	trace_function_record(b, trace_rdtsc(), ip - TRACE_INSN_SIZE, ret);
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+	return TRACE_HOOK_UNTRACED;
+}
+
+char trace_thread_kind[TRACE_MAX_TRACERS][16];
+
+/*
+ * Whether tracer @id wants this thread: every thread, or its kind only
+ * ("main" is the thread whose tid is the pid; any other kind is the first
+ * word of the thread's name: "io 3" is an io thread). Slow path only.
+ */
+static bool thread_wanted(unsigned id, uint32_t tid)
+{
+	const char *kind = trace_thread_kind[id];
+	char comm[17] = "";
+	size_t n;
+
+	if (!kind[0])
+		return true;
+	if (!strcmp(kind, "main"))
+		return tid == (uint32_t)getpid();
+	if (tid == (uint32_t)getpid())
+		return false;
+	prctl(PR_GET_NAME, comm, 0, 0, 0);
+	n = strlen(kind);
+	return !strncmp(comm, kind, n) && (comm[n] == '\0' || comm[n] == ' ');
+}
+
+/*
+ * Get the calling thread's buffers of the tracers in @mask that it has none
+ * for in their current session (or mark it untraced by them), with signals
+ * blocked and errno kept.
+ */
+static void get_buffers(struct trace_thread *th, uint32_t mask, const uintptr_t *parent)
+{
+	uint32_t mask_all = mask;
 	int saved_errno = errno;
 	sigset_t all, old;
-	int ret;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	th->in_hook = 1;
 	if (!th->tid)
 		th->tid = (uint32_t)syscall(SYS_gettid);
-	th->buf = tbuf_get(th->buf, th->tid);
-	if (!th->buf)
-		th->nobuf_session = trace_hot.session;
+	for (; mask; mask &= mask - 1) {
+		unsigned id = (unsigned)__builtin_ctz(mask);
+		uint32_t session = trace_hot.session[id];
+
+		if (buf_ready(th->bufs[id], id)) {
+			if (th->bufs[id]->head >= th->bufs[id]->grow_at)
+				tbuf_grow(th->bufs[id]); /* grow_at is past head after */
+			continue;
+		}
+		if (th->nobuf_session[id] == session)
+			continue;
+		th->bufs[id] =
+		    thread_wanted(id, th->tid) ? tbuf_get(th->bufs[id], th->tid, id) : NULL;
+		if (!th->bufs[id])
+			th->nobuf_session[id] = session;
+	}
+	if ((mask_all & TRACER_BIT(TRACER_LOOP)) && parent && trace_is_handler(*parent) &&
+	    buf_ready(th->bufs[TRACER_LOOP], TRACER_LOOP) && th->bufs[TRACER_LOOP]->inside)
+		trace_loop_flush(th->bufs[TRACER_LOOP]);
 	th->in_hook = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
-	if (!th->buf)
-		return TRACE_HOOK_UNTRACED;
+}
+
+/* First traced call of this thread in some tracer's session: get its buffers. */
+int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+{
+	struct trace_thread *th = &self;
+	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
+	uint32_t fast = trace_hot.fast;
+	int ret;
+
+	get_buffers(th,
+		    fast != TRACE_FAST_NONE
+			? TRACER_BIT(fast_id(fast))
+			: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
+		    parent);
 	ret = trace_entry_hook(ip, parent);
 	/* a stop or a new session in between: not traced this time */
 	return ret == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : ret;
+}
+
+int trace_func_slow(uintptr_t ip, uintptr_t ret)
+{
+	int r;
+
+	get_buffers(&self, TRACER_BIT(TRACER_FUNCTION) & trace_hot.active, NULL);
+	r = trace_func_hook(ip, ret);
+	return r == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : r;
+}
+
+/* the general exit: every hijacking tracer the call went to */
+static __attribute__((noinline)) void exit_general(struct trace_thread *th, struct trace_frame *e,
+						   unsigned depth)
+{
+	uint64_t now = trace_rdtsc();
+
+	for (uint32_t m = e->mask; m; m &= m - 1) {
+		unsigned id = (unsigned)__builtin_ctz(m);
+		struct tbuf *b = th->bufs[id];
+
+		if (buf_ready(b, id))
+			trace_tracers[id]->exit(b, e, depth, now);
+	}
 }
 
 /*
@@ -142,10 +350,9 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 {
 	struct trace_thread *th = &self;
 	const uintptr_t *slot = (const uintptr_t *)(sp - sizeof(uintptr_t));
-	const struct tracer_ops *tracer = trace_hot.tracer;
 	uint32_t saved_guard = th->in_hook;
 	uint32_t d = th->depth;
-	struct shadow_entry *e;
+	struct trace_frame *e;
 	struct tbuf *b;
 	uintptr_t ret;
 
@@ -158,9 +365,30 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 		__builtin_trap(); /* no record of this return: nowhere to go */
 	e = &th->stack[d - 1];
 	ret = e->ret;
-	b = th->buf;
-	if (b && tracer && b->session == trace_hot.session)
-		tracer_record(tracer, b, TREC_EXIT, e->site, d - 1);
+	if (likely(!e->mask)) {
+		b = th->bufs[TRACER_GRAPH];
+		if (buf_ready(b, TRACER_GRAPH))
+			trace_graph_record(b, TREC_EXIT, e->site, d - 1);
+	} else if (e->mask == TRACE_FRAME_THRESH) {
+		uint64_t now = trace_rdtsc();
+
+		b = th->bufs[TRACER_GRAPH];
+		if (unlikely(now - e->ts >= trace_hot.graph_thresh) && buf_ready(b, TRACER_GRAPH)) {
+			uint32_t off = (uint32_t)(e->site - trace_site_base);
+
+			tbuf_push(b, e->ts, TREC_ENTRY, d - 1, off);
+			tbuf_push(b, now, TREC_EXIT, d - 1, off);
+		}
+	} else if (e->mask == TRACE_FRAME_PROFILE) {
+		uint64_t now = trace_rdtsc();
+
+		b = th->bufs[TRACER_PROFILE];
+		if (buf_ready(b, TRACER_PROFILE))
+			trace_profile_exit(
+			    b, e, d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL, now);
+	} else {
+		exit_general(th, e, d - 1);
+	}
 	th->depth = d - 1;
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = saved_guard;
@@ -172,7 +400,7 @@ uintptr_t trace_real_return(const uintptr_t *slot)
 	const struct trace_thread *th = &self;
 
 	for (uint32_t d = th->depth; d > 0; d--) {
-		const struct shadow_entry *e = &th->stack[d - 1];
+		const struct trace_frame *e = &th->stack[d - 1];
 
 		/* stub + 5 until the stub calls the body, stub + 10 after */
 		if (e->slot == slot && *slot >= e->site - TRACE_STUB_SIZE && *slot < e->site)

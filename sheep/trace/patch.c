@@ -321,17 +321,40 @@ static void make_jump(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
 	memcpy(insn + 1, &rel, sizeof(rel));
 }
 
-/* Put NOP5 on every site that holds our jump; the world is stopped. */
+/* "call trace_func_tramp": an entry-only site, whose return is not hijacked */
+static void make_call(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
+{
+	int32_t rel = (int32_t)((intptr_t)trace_func_tramp - (intptr_t)(site + TRACE_INSN_SIZE));
+
+	insn[0] = 0xe8;
+	memcpy(insn + 1, &rel, sizeof(rel));
+}
+
+/* the bytes of a site in state @state (TRACE_SITE_*) */
+static const uint8_t *site_bytes(uintptr_t site, uint8_t state, uint8_t buf[TRACE_INSN_SIZE])
+{
+	if (state == TRACE_SITE_STUB)
+		make_jump(site, buf);
+	else if (state == TRACE_SITE_CALL)
+		make_call(site, buf);
+	else
+		return trace_nop5;
+	return buf;
+}
+
+/* Put NOP5 on every site that holds our jump or call; the world is stopped. */
 static int all_off_locked(void)
 {
-	uint8_t jump[TRACE_INSN_SIZE];
+	uint8_t jump[TRACE_INSN_SIZE], call[TRACE_INSN_SIZE];
 	int ret = 0;
 
 	for (size_t i = 0; i < trace_nr_sites; i++) {
 		uintptr_t a = trace_sites[i].addr;
 
 		make_jump(a, jump);
-		if (memcmp((void *)a, jump, TRACE_INSN_SIZE))
+		make_call(a, call);
+		if (memcmp((void *)a, jump, TRACE_INSN_SIZE) &&
+		    memcmp((void *)a, call, TRACE_INSN_SIZE))
 			continue;
 		if (trace_text_write(a, trace_nop5, TRACE_INSN_SIZE) < 0)
 			ret = -EIO;
@@ -362,24 +385,23 @@ static void report_anomaly(void)
 	sd_err("tracing disabled: every site is a NOP again");
 }
 
-/* one site to @on; -EIO if it does not hold what its state says */
-static int patch_one(size_t i, bool on)
+/* one site to @state; -EIO if it does not hold what its state says */
+static int patch_one(size_t i, uint8_t state)
 {
 	uintptr_t a = trace_sites[i].addr;
-	uint8_t jump[TRACE_INSN_SIZE];
+	uint8_t cur[TRACE_INSN_SIZE], next[TRACE_INSN_SIZE];
 	const uint8_t *p = (const uint8_t *)a;
 
-	make_jump(a, jump);
 	anomaly.addr = a;
 	memcpy(anomaly.bytes, p, TRACE_INSN_SIZE);
 	anomaly.write_failed = false;
-	if (memcmp(p, trace_site_on[i] ? jump : trace_nop5, TRACE_INSN_SIZE))
+	if (memcmp(p, site_bytes(a, trace_site_on[i], cur), TRACE_INSN_SIZE))
 		return -EIO;
-	if (trace_text_write(a, on ? jump : trace_nop5, TRACE_INSN_SIZE) < 0) {
+	if (trace_text_write(a, site_bytes(a, state, next), TRACE_INSN_SIZE) < 0) {
 		anomaly.write_failed = true;
 		return -EIO;
 	}
-	trace_site_on[i] = on;
+	trace_site_on[i] = state;
 	return 0;
 }
 
@@ -390,7 +412,7 @@ int trace_patch(const uint8_t *want)
 	if (ret < 0)
 		return ret;
 	for (size_t i = 0; i < trace_nr_sites && !ret; i++)
-		if (!!want[i] != trace_site_on[i])
+		if (want[i] != trace_site_on[i])
 			ret = patch_one(i, want[i]);
 	if (ret < 0)
 		all_off_locked();

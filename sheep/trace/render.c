@@ -10,7 +10,8 @@
  *   graph   ftrace function_graph style, per thread: durations in us with
  *           ns precision, nesting by indentation and braces
  *   folded  "a;b;c N" per distinct stack, N the total self time in ns
- *           (what flamegraph.pl expects: parents get their children's sum)
+ *           (what flamegraph.pl expects: parents get their children's sum),
+ *           after one "#" line that says so
  *   chrome  Chrome trace JSON, complete ("X") events, ts/dur in us
  *   csv     tid,depth,function,entry_ns,duration_ns, one line per call
  */
@@ -167,6 +168,9 @@ static void walk_thread(struct walk *w, const struct tbuf_snap *th)
 	for (size_t i = 0; i < th->nr_recs; i++) {
 		const struct trace_rec *r = &th->recs[i];
 		const struct trace_rec *next = i + 1 < th->nr_recs ? r + 1 : NULL;
+
+		if (TREC_TYPE(r->word) == TREC_FUNC)
+			continue;
 
 		if (TREC_TYPE(r->word) == TREC_ENTRY) {
 			walk_entry(w, r, next);
@@ -382,25 +386,102 @@ static int folded_print(struct folded *fo, struct trace_out *out)
 
 /* ---- entry point ---- */
 
+void trace_fmt_loss(char *buf, size_t len, uint64_t lost, uint64_t total)
+{
+	unsigned long long tenths = total ? (unsigned long long)(lost * 1000 / total) : 0;
+
+	if (!lost)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "%llu.%llu%%: a larger --buffer-size keeps them", tenths / 10,
+			 tenths % 10);
+}
+
 static void render_header(int fmt, const char *tracer, const struct tbuf_snap *snaps,
 			  size_t nr, struct trace_out *out)
 {
 	uint64_t recs = 0, lost = 0;
+	char loss[64];
 
 	for (size_t i = 0; i < nr; i++) {
 		recs += snaps[i].nr_recs;
 		lost += snaps[i].nr_lost;
 	}
-	if (fmt == SD_TRACE_FMT_GRAPH)
+	if (fmt == SD_TRACE_FMT_GRAPH) {
 		tout_printf(out, "# tracer: %s\n# threads: %zu records: %llu lost: %llu\n", tracer,
 			    nr, (unsigned long long)recs, (unsigned long long)lost);
-	else if (fmt == SD_TRACE_FMT_CSV)
+		if (lost) {
+			trace_fmt_loss(loss, sizeof(loss), lost, lost + recs);
+			tout_printf(out, "# lost %s\n", loss);
+		}
+	} else if (fmt == SD_TRACE_FMT_CSV) {
 		tout_printf(out, "tid,depth,function,entry_ns,duration_ns\n");
-	else if (fmt == SD_TRACE_FMT_CHROME)
+	} else if (fmt == SD_TRACE_FMT_CHROME) {
 		tout_printf(out, "{\"traceEvents\":[\n");
+	} else if (fmt == SD_TRACE_FMT_FOLDED) {
+		tout_printf(out, "# folded stacks: frames, then ns of self time\n");
+	}
 }
 
-int trace_render(int fmt, const char *tracer, struct trace_out *out)
+/* ---- the function tracer's records ---- */
+
+static void render_function(int fmt, const char *tracer, const struct tbuf_snap *snaps, size_t nr,
+			    struct trace_out *out)
+{
+	uint64_t recs = 0, lost = 0;
+	char loss[64];
+
+	for (size_t i = 0; i < nr; i++) {
+		recs += snaps[i].nr_recs / 2;
+		lost += (snaps[i].nr_lost + 1) / 2;
+	}
+	if (fmt == SD_TRACE_FMT_CSV) {
+		tout_printf(out, "tid,ts_ns,function,caller\n");
+	} else {
+		tout_printf(out, "# tracer: %s\n# threads: %zu records: %llu lost: %llu\n", tracer,
+			    nr, (unsigned long long)recs, (unsigned long long)lost);
+		if (lost) {
+			trace_fmt_loss(loss, sizeof(loss), lost, lost + recs);
+			tout_printf(out, "# lost %s\n", loss);
+		}
+		tout_printf(out, "#%22s | %16s | %s\n", "Thread", "Time(s)", "Function <- Caller");
+	}
+	for (size_t t = 0; t < nr; t++) {
+		const struct tbuf_snap *th = &snaps[t];
+		char label[40], buf[32], cbuf[32];
+
+		snprintf(label, sizeof(label), "%.15s-%u", th->comm, th->tid);
+		for (size_t i = 0; i < th->nr_recs; i++) {
+			const struct trace_rec *r = &th->recs[i], *c = r + 1;
+			const char *name, *caller = NULL;
+			uint64_t ns;
+
+			if (TREC_TYPE(r->word) != TREC_FUNC || TREC_DEPTH(r->word) == TREC_CALLER)
+				continue;
+			name = site_name(TREC_SITE(r->word), buf, sizeof(buf));
+			if (i + 1 < th->nr_recs && TREC_TYPE(c->word) == TREC_FUNC &&
+			    TREC_DEPTH(c->word) == TREC_CALLER &&
+			    TREC_SITE(c->word) == TREC_SITE(r->word)) {
+				caller = trace_symbol_name((uintptr_t)c->ts);
+				if (!caller) {
+					snprintf(cbuf, sizeof(cbuf), "%#lx", (unsigned long)c->ts);
+					caller = cbuf;
+				}
+			}
+			ns = trace_tsc_to_ns(r->ts);
+			if (fmt == SD_TRACE_FMT_CSV)
+				tout_printf(out, "%u,%llu,%s,%s\n", th->tid, (unsigned long long)ns,
+					    name, caller ? caller : "");
+			else
+				tout_printf(out, " %22s | %9llu.%06llu | %s <- %s\n", label,
+					    (unsigned long long)(ns / 1000000000ULL),
+					    (unsigned long long)(ns / 1000 % 1000000), name,
+					    caller ? caller : "?");
+		}
+	}
+}
+
+int trace_render(unsigned id, int fmt, const char *tracer, struct trace_out *out)
 {
 	static const struct walk_ops *const ops[] = {
 		[SD_TRACE_FMT_GRAPH] = &graph_ops,
@@ -416,9 +497,14 @@ int trace_render(int fmt, const char *tracer, struct trace_out *out)
 
 	if (fmt < 0 || (size_t)fmt >= ARRAY_SIZE(ops))
 		return -EINVAL;
-	ret = tbuf_snapshot(&snaps, &nr);
+	ret = tbuf_snapshot(id, &snaps, &nr);
 	if (ret < 0)
 		return ret;
+	if (id == TRACER_FUNCTION || id == TRACER_THREAD) {
+		render_function(fmt, tracer, snaps, nr, out);
+		tbuf_snapshot_free(snaps, nr);
+		return out->failed ? -ENOMEM : 0;
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
 		tbuf_snapshot_free(snaps, nr);

@@ -173,6 +173,12 @@ int trace_sites_init(void)
 		ret = -ENOMEM;
 		goto out_unmap;
 	}
+	trace_nr_site_words = nr ? ((sites[nr - 1].addr - sites[0].addr) >> 4) + 1 : 1;
+	trace_site_words = calloc(trace_nr_site_words, sizeof(*trace_site_words));
+	if (!trace_site_words) {
+		ret = -ENOMEM;
+		goto out_unmap;
+	}
 	if (mprotect(sites, len, PROT_READ) < 0)
 		sd_warn("site table stays writable: %m");
 	trace_site_base = nr ? sites[0].addr : 0;

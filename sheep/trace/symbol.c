@@ -154,3 +154,21 @@ out_close:
 	close(fd);
 	return ret;
 }
+
+const char *trace_symbol_name(uintptr_t addr)
+{
+	const struct sym *s = all_syms ? sym_find(all_syms, nr_all_syms, addr) : NULL;
+
+	return s ? s->name : NULL;
+}
+
+int trace_symbol_range(const char *name, uintptr_t *start, uintptr_t *end)
+{
+	for (size_t i = 0; i < nr_all_syms; i++)
+		if (!strcmp(all_syms[i].name, name)) {
+			*start = all_syms[i].start;
+			*end = all_syms[i].end;
+			return 0;
+		}
+	return -ENOENT;
+}

@@ -39,7 +39,7 @@ static struct tbuf *tbuf_list;
 /* ---- clock ---- */
 
 static uint64_t clk_tsc0, clk_ns0;
-static uint64_t clk_mult = 1ULL << 32; /* ns per tick, 32.32 fixed point */
+uint64_t trace_clk_mult = 1ULL << 32; /* ns per tick, 32.32 fixed point */
 
 static uint64_t mono_ns(void)
 {
@@ -60,7 +60,7 @@ void trace_clock_calibrate(void)
 	n1 = mono_ns();
 	t1 = trace_rdtsc();
 	if (t1 > t0 && n1 > n0)
-		clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
+		trace_clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 	clk_tsc0 = t0;
 	clk_ns0 = n0;
 }
@@ -68,8 +68,9 @@ void trace_clock_calibrate(void)
 uint64_t trace_tsc_to_ns(uint64_t tsc)
 {
 	if (tsc >= clk_tsc0)
-		return clk_ns0 + (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * clk_mult) >> 32);
-	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * clk_mult) >> 32);
+		return clk_ns0 +
+		       (uint64_t)(((unsigned __int128)(tsc - clk_tsc0) * trace_clk_mult) >> 32);
+	return clk_ns0 - (uint64_t)(((unsigned __int128)(clk_tsc0 - tsc) * trace_clk_mult) >> 32);
 }
 
 /* ---- buffers ---- */
@@ -85,44 +86,100 @@ static unsigned log2_u64(uint64_t v)
 	return n;
 }
 
-static struct tbuf *tbuf_alloc(uint64_t nr_records)
+/* fault the pages of [p, p + len) in, so that the hot path never does */
+static void populate(void *p, size_t len)
 {
-	size_t len = sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec);
+	for (size_t off = 0; off < len; off += 4096)
+		((volatile char *)p)[off] = 0;
+}
+
+/*
+ * A buffer of @nr_records, in a mapping that can hold @max_records: the
+ * address space is reserved at once, the pages only as the ring grows
+ * (populated first: no page fault on the hot path; zeroed: every lap 0).
+ */
+static struct tbuf *tbuf_alloc(uint64_t nr_records, uint64_t max_records)
+{
+	size_t len = sizeof(struct tbuf) + max_records * sizeof(struct trace_rec);
 	struct tbuf *b;
 
 	len = round_up(len, 4096);
-	/* populated: no page fault on the hot path; zeroed: every lap 0 */
-	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
 		 0);
 	if (b == MAP_FAILED)
 		return NULL;
+	populate(b, sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec));
 	b->map_len = len;
+	b->map_nr = max_records;
 	b->mask = nr_records - 1;
 	b->shift = log2_u64(nr_records);
 	b->recs = (struct trace_rec *)(b + 1);
 	return b;
 }
 
+static uint64_t grow_point(const struct tbuf *b)
+{
+	uint64_t nr = b->mask + 1;
+
+	return nr < b->map_nr && nr > 2 * TRACE_GROW_MARGIN ? nr - TRACE_GROW_MARGIN : UINT64_MAX;
+}
+
+/*
+ * Growing before the ring wraps keeps every record where it is: records
+ * 0..nr-1 sit in slots 0..nr-1 and carry lap 0 with either size. A reader
+ * that mixes the old size with a head past it drops the records it cannot
+ * place (their lap does not match), nothing worse.
+ */
+int tbuf_grow(struct tbuf *b)
+{
+	uint64_t nr = b->mask + 1;
+
+	if (nr >= b->map_nr || b->head > nr) {
+		b->grow_at = UINT64_MAX;
+		return -ENOSPC;
+	}
+	populate(b->recs + nr, nr * sizeof(struct trace_rec));
+	__atomic_store_n(&b->shift, b->shift + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->mask, 2 * nr - 1, __ATOMIC_RELEASE);
+	b->grow_at = grow_point(b);
+	return 0;
+}
+
 static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_fresh)
 {
 	b->owner = tid;
+	b->on_main = tid == (uint32_t)getpid();
 	b->nr_overflow = 0;
+	b->inside = 0;
+	b->top = NULL;
+	b->pending = NULL;
+	b->followed = 0;
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
 	if (!is_fresh)
 		memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
+	b->grow_at = grow_point(b);
 	prctl(PR_GET_NAME, b->comm, 0, 0, 0);
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
 }
 
-/* a free buffer of the right size, claimed with a CAS on its owner */
-static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records)
+/*
+ * A free buffer of the right sizes and tracer, claimed with a CAS on its
+ * owner. One that grew keeps its size (its pages are there anyway).
+ */
+static bool tbuf_fits(const struct tbuf *b, uint64_t nr_records, uint64_t max_records, unsigned id)
+{
+	return b->tracer == id && b->map_nr == max_records && b->mask + 1 >= nr_records &&
+	       (max_records > nr_records || b->mask + 1 == nr_records);
+}
+
+static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records, uint64_t max_records, unsigned id)
 {
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint32_t zero = 0;
 
-		if (b->mask + 1 != nr_records)
+		if (!tbuf_fits(b, nr_records, max_records, id))
 			continue;
 		if (b->owner == tid)
 			return b; /* left by an earlier thread with our tid */
@@ -133,27 +190,30 @@ static struct tbuf *tbuf_claim(uint32_t tid, uint64_t nr_records)
 	return NULL;
 }
 
-struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid)
+struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id)
 {
-	uint32_t session = trace_hot.session;
-	uint64_t nr = trace_hot.nr_records;
+	uint32_t session = trace_hot.session[id];
+	uint64_t nr = trace_hot.nr_records[id], max = trace_hot.max_records[id];
 	struct tbuf *b;
 
-	if (old && old->mask + 1 == nr) {
+	if (max < nr)
+		max = nr;
+	if (old && tbuf_fits(old, nr, max, id)) {
 		tbuf_reset(old, tid, session, false);
 		return old;
 	}
 	if (old) /* wrong size: give it to whoever wants that size */
 		__atomic_store_n(&old->owner, 0, __ATOMIC_RELEASE);
-	b = tbuf_claim(tid, nr);
+	b = tbuf_claim(tid, nr, max, id);
 	if (b) {
 		tbuf_reset(b, tid, session, false);
 		return b;
 	}
-	b = tbuf_alloc(nr);
+	b = tbuf_alloc(nr, max);
 	if (!b)
 		return NULL;
 	b->owner = tid;
+	b->tracer = id;
 	b->next = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
 	while (!__atomic_compare_exchange_n(&tbuf_list, &b->next, b, false, __ATOMIC_ACQ_REL,
 					    __ATOMIC_ACQUIRE))
@@ -175,25 +235,61 @@ void tbuf_reap(void)
 	}
 }
 
-static bool tbuf_current(const struct tbuf *b)
+static bool tbuf_current(const struct tbuf *b, unsigned id)
 {
-	return __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session &&
-	       trace_hot.session;
+	return b->tracer == id &&
+	       __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session[id] &&
+	       trace_hot.session[id];
 }
 
-void tbuf_counts(uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
+/*
+ * Records of a ring tracer; for the profile tracer, whose buffer is a table
+ * and loses nothing, the calls it counted. A record of the function
+ * tracer, of the thread checker and of the loop checker takes two slots.
+ */
+void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost)
 {
 	*nr_threads = 0;
 	*nr_events = *nr_lost = 0;
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
 		uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+		uint64_t lost = head > b->mask + 1 ? head - b->mask - 1 : 0;
 
-		if (!tbuf_current(b))
+		if (!tbuf_current(b, id))
 			continue;
 		(*nr_threads)++;
+		if (id == TRACER_PROFILE) {
+			/* a table: the calls counted are its records */
+			const struct trace_prof_ent *t = (const struct trace_prof_ent *)b->recs;
+
+			head = 0;
+			lost = 0;
+			const uint64_t *pend = __atomic_load_n(&b->pending, __ATOMIC_RELAXED);
+
+			for (size_t i = 0; i < trace_prof_len(b); i++)
+				head += trace_prof_calls(&t[i], pend);
+		}
+		if (id == TRACER_FUNCTION || id == TRACER_THREAD || id == TRACER_LOOP) {
+			head /= 2;
+			lost = (lost + 1) / 2;
+		}
 		*nr_events += head;
-		*nr_lost += (head > b->mask + 1 ? head - b->mask - 1 : 0) + b->nr_overflow;
+		*nr_lost += lost + b->nr_overflow;
 	}
+}
+
+void tbuf_for_each_mut(unsigned id, int (*fn)(struct tbuf *b, void *arg), void *arg)
+{
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (tbuf_current(b, id) && fn(b, arg))
+			return;
+}
+
+void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), void *arg)
+{
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (tbuf_current(b, id))
+			fn(b, arg);
 }
 
 /* copy one buffer's valid records, oldest first */
@@ -253,13 +349,13 @@ static void refresh_comm(struct tbuf_snap *s)
 	memcpy(s->comm, name, sizeof(s->comm));
 }
 
-int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps)
+int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps)
 {
 	struct tbuf_snap *s = NULL;
 	size_t n = 0, cap = 0;
 
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
-		if (!tbuf_current(b))
+		if (!tbuf_current(b, id))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -273,7 +369,7 @@ int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps)
 		if (snap_one(b, &s[n]) < 0)
 			goto out_free;
 		/* reset under us by a new session: drop it */
-		if (!tbuf_current(b)) {
+		if (!tbuf_current(b, id)) {
 			free(s[n].recs);
 			continue;
 		}

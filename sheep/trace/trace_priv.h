@@ -31,7 +31,9 @@
 
 #define TRACE_INSN_SIZE 5
 #define TRACE_MAX_DEPTH 128		  /* shadow stack entries per thread */
-#define TRACE_DEFAULT_BUFFER (1U << 20) /* bytes per thread */
+#define TRACE_DEFAULT_BUFFER (1U << 20)	  /* bytes per thread at first */
+#define TRACE_DEFAULT_MAX_BUFFER (64U << 20) /* what a default buffer may grow to */
+#define TRACE_GROW_MARGIN 512 /* records: exits pushed after the last entry's check */
 #define TRACE_MIN_BUFFER 4096
 #define TRACE_MAX_BUFFER (256ULL << 20)
 #define TRACE_STW_TIMEOUT_MS 1000
@@ -58,10 +60,21 @@ const struct trace_site *trace_site_find(uintptr_t addr);
 const char *trace_site_name(const struct trace_site *s, uintptr_t addr, char *buf, size_t len);
 /* Name every site from the symbol table of /proc/self/exe. 0 or -errno. */
 int trace_symbols_load(struct trace_site *sites, size_t nr_sites);
+/* The function of the program that contains @addr, or NULL. */
+const char *trace_symbol_name(uintptr_t addr);
+/* Where function @name of the program lies: [*start, *end). 0 or -ENOENT. */
+int trace_symbol_range(const char *name, uintptr_t *start, uintptr_t *end);
 
 /* ---- patching (patch.c) ---- */
 
-/* per-site state, changed only under the trace lock: 1 if it jumps to its stub */
+/*
+ * per-site state (TRACE_SITE_*), changed only under the trace lock: a NOP,
+ * a jump to its stub (hijacking tracers), or a call of trace_func_tramp
+ * (entry-only tracers alone at the site)
+ */
+#define TRACE_SITE_NOP 0
+#define TRACE_SITE_STUB 1
+#define TRACE_SITE_CALL 2
 extern uint8_t *trace_site_on;
 extern unsigned trace_stw_timeout_ms;
 
@@ -72,8 +85,8 @@ int trace_text_write(uintptr_t addr, const void *buf, size_t len);
 int trace_stw_stop(void);
 void trace_stw_release(void);
 /*
- * Make every site's state equal @want (one byte per site) with the world
- * stopped. Returns 0; -ETIMEDOUT if a thread did not park (nothing changed);
+ * Make every site's state equal @want (one TRACE_SITE_* byte per site) with
+ * the world stopped. Returns 0; -ETIMEDOUT if a thread did not park (nothing changed);
  * -EIO after an anomaly (every site is a NOP again, the caller must mark the
  * tracer broken).
  */
@@ -92,6 +105,12 @@ struct trace_rec {
 
 #define TREC_ENTRY 1
 #define TREC_EXIT 2
+/*
+ * The function tracer's call: two slots, the first with the TSC and the
+ * site, the second (depth TREC_CALLER) with the caller's address in ts.
+ */
+#define TREC_FUNC 3
+#define TREC_CALLER 1023
 
 #define TREC_SITE(w) ((uint32_t)(w))
 #define TREC_TYPE(w) ((unsigned)((w) >> 32) & 3)
@@ -111,23 +130,82 @@ struct tbuf {
 	struct tbuf *next;
 	uint32_t owner;	  /* tid, 0 once its thread is gone */
 	uint32_t session; /* the session it was reset for */
+	uint32_t tracer;  /* the id of the tracer it belongs to */
+	uint32_t on_main; /* its thread is the main one (its tid is the pid) */
+	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
+	void *top;	  /* profile: the innermost profiled frame of the thread */
+	uint64_t *pending; /* profile: a histogram count still to bump */
+	uint64_t followed; /* records before this one were streamed (follow.c) */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
 	unsigned shift;	  /* log2 nr of records */
+	uint64_t grow_at; /* an entry at this head grows the ring first (slow path) */
+	uint64_t map_nr;  /* records the mapping holds: what the ring may grow to */
 	uint64_t nr_overflow; /* calls not traced: shadow stack full */
 	size_t map_len;
 	char comm[16];
 	struct trace_rec *recs;
 };
 
+/*
+ * Tracers that can run at once, each with a fixed id (its bit in the masks
+ * below). The ids are the wire's SD_TRACER_* minus one.
+ */
+#define TRACE_MAX_TRACERS 8
+#define TRACER_GRAPH 0
+#define TRACER_FUNCTION 1
+#define TRACER_PROFILE 2
+#define TRACER_LOOP 3
+#define TRACER_THREAD 4
+#define TRACER_BIT(id) (1U << (id))
+
+/*
+ * The site word, one per site, found without a search: trace_site_words is
+ * indexed by (site - trace_site_base) >> 4 (sites are at least 21 bytes
+ * apart, so no two share a slot). Bits 0-21 are the site's index in the
+ * profile tables, bits 22-23 the thread checker's marks, bits 24-30 the
+ * tracers that want the site, bit TRACE_WORD_ROOT marks a --graph-function
+ * root. Written on the control
+ * path (one 32-bit store), read by the hooks.
+ */
+#define TRACE_WORD_INDEX(w) ((w)&0x3fffffU)
+#define TRACE_WORD_MAIN_ONLY (1U << 22)	  /* thread checker: runs on the main thread only */
+#define TRACE_WORD_WORKER_ONLY (1U << 23) /* thread checker: never on the main thread */
+#define TRACE_WORD_MASK(w) (((w) >> 24) & 0x7fU)
+#define TRACE_WORD_ROOT (1U << 31)
+extern uint32_t *trace_site_words;
+extern size_t trace_nr_site_words;
+
+static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t site)
+{
+	return &trace_site_words[(site - trace_site_base) >> 4];
+}
+
+/*
+ * One tracer alone is served inline by the hooks, without the dispatch
+ * (every patched site is then its): graph, graph with --threshold, profile.
+ * A frame pushed on such a path says so in its mask: 0 for graph (as the
+ * graph tracer's fast path always did), or a TRACE_FRAME_* value.
+ */
+#define TRACE_FAST_NONE 0
+#define TRACE_FAST_GRAPH 1
+#define TRACE_FAST_THRESH 2
+#define TRACE_FAST_PROFILE 3
+#define TRACE_FRAME_THRESH (1U << 8)
+#define TRACE_FRAME_PROFILE (1U << 9)
+
 /* hot configuration, read by the hooks */
 struct trace_hot {
-	int active;		/* entries are recorded */
-	uint32_t session;	/* bumped by every start */
-	uint32_t depth_limit;	/* <= TRACE_MAX_DEPTH */
-	uint32_t pad;
-	uint64_t nr_records;	/* per buffer, power of two */
-	const struct tracer_ops *tracer;
+	uint32_t active;	   /* TRACER_BIT()s of the tracers on */
+	uint32_t fast;		   /* TRACE_FAST_*: one tracer alone, served inline */
+	uint32_t depth_limit;	   /* <= TRACE_MAX_DEPTH */
+	uint32_t graph_root;	   /* graph records only inside a --graph-function root */
+	uint64_t graph_thresh;	   /* graph keeps only calls of at least this many ticks */
+	uint64_t loop_lo, loop_hi; /* loop: the event loop's dispatch function */
+	uint64_t loop_thresh;	   /* loop: ticks a handler may hold the main thread */
+	uint32_t session[TRACE_MAX_TRACERS];	 /* bumped by every start of that tracer */
+	uint64_t nr_records[TRACE_MAX_TRACERS];	 /* per buffer at first, power of two */
+	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
 };
 extern struct trace_hot trace_hot;
 
@@ -168,12 +246,21 @@ static inline __attribute__((always_inline)) void tbuf_push(struct tbuf *b, uint
 			 __ATOMIC_RELEASE);
 }
 
-/* Find or make the calling thread's buffer for the current session. */
-struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid);
+/* Find or make the calling thread's buffer of tracer @id for its current session. */
+struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id);
+/*
+ * Double the ring of the calling thread's buffer @b, which reached grow_at
+ * before it wrapped (slow path: it faults pages in). 0 or -ENOSPC.
+ */
+int tbuf_grow(struct tbuf *b);
 /* Mark buffers of threads that exited as reusable (control path). */
 void tbuf_reap(void);
-/* Counters of the current session. */
-void tbuf_counts(uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
+/* Counters of tracer @id's current session. */
+void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
+/* Call @fn on each buffer of tracer @id's current session. */
+void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), void *arg);
+/* The same, for the control path that updates the buffers' follow cursors. */
+void tbuf_for_each_mut(unsigned id, int (*fn)(struct tbuf *b, void *arg), void *arg);
 
 /* A consistent copy of one thread's records, oldest first. */
 struct tbuf_snap {
@@ -183,8 +270,8 @@ struct tbuf_snap {
 	size_t nr_recs;
 	struct trace_rec *recs;
 };
-/* Copy every buffer of the current session. 0 or -ENOMEM. */
-int tbuf_snapshot(struct tbuf_snap **snaps, size_t *nr_snaps);
+/* Copy every buffer of tracer @id's current session. 0 or -ENOMEM. */
+int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps);
 void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps);
 
 /* TSC against CLOCK_MONOTONIC, calibrated once */
@@ -195,6 +282,10 @@ uint64_t trace_tsc_to_ns(uint64_t tsc);
 
 void trace_entry_tramp(void);
 void trace_return_tramp(void);
+void trace_func_tramp(void);
+/* entry-only sites (trace_func_tramp): @ip is the site + 5, @ret the caller */
+int trace_func_hook(uintptr_t ip, uintptr_t ret);
+int trace_func_slow(uintptr_t ip, uintptr_t ret);
 /* TRACE_HOOK_* (trace_asm.h) */
 int trace_entry_hook(uintptr_t ip, uintptr_t *parent);
 int trace_entry_slow(uintptr_t ip, uintptr_t *parent);
@@ -212,27 +303,55 @@ unsigned trace_shadow_depth(void);
 struct trace_out;
 
 /*
+ * One shadow stack entry: what the hooks keep of a traced call whose return
+ * they hijacked. Tracers see it at entry and exit and may use ts, child and
+ * parent; the hooks own the rest.
+ */
+struct trace_frame {
+	uintptr_t ret;		    /* the real return address (the caller) */
+	uintptr_t site;		    /* the site of the call */
+	const uintptr_t *slot;	    /* where the return address lives on the stack */
+	uint32_t word;		    /* the site word at entry */
+	uint32_t mask;		    /* the tracers this call went to */
+	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
+	uint64_t child;		    /* profile: ticks spent in profiled children */
+	struct trace_frame *parent; /* profile: the enclosing profiled frame */
+};
+
+/* what a start asks of a tracer */
+struct trace_config {
+	size_t nr_sites;      /* sites chosen for it (profile index 0..nr_sites-1) */
+	uint64_t buffer_size; /* bytes per thread; start may change it */
+	uint64_t thresh_ns;   /* graph: --threshold (0: none) */
+	bool has_root;	      /* graph: --graph-function given */
+};
+
+/*
  * A tracer. entry and exit run on the hot path of any thread, with the
- * recursion guard held and @b the thread's buffer of this session: no lock,
- * no allocation, no syscall, general registers only (built
- * general-regs-only: the trampolines do not save the vector registers). start, stop and read
- * run on the control path under the trace lock; start gets the site table
- * already chosen and returns 0 or -errno; read renders the current session
- * in format @fmt (SD_TRACE_FMT_*) and returns 0 or -errno.
+ * recursion guard held and @b the thread's buffer of this tracer's session:
+ * no lock, no allocation, no syscall, general registers only (built
+ * general-regs-only: the trampolines do not save the vector registers).
+ * exit is NULL for an entry-only tracer (the return is not hijacked for
+ * it); @now is the TSC at the return. start, stop and read run on the
+ * control path under the trace lock; start returns 0 or -errno; read
+ * renders the tracer's current session in format @fmt (SD_TRACE_FMT_*)
+ * and returns 0 or -errno (-EINVAL: not a format of this tracer).
  */
 struct tracer_ops {
 	const char *name;
-	void (*entry)(struct tbuf *b, uintptr_t site, unsigned depth);
-	void (*exit)(struct tbuf *b, uintptr_t site, unsigned depth);
-	int (*start)(void);
+	unsigned id; /* TRACER_*: its bit in the masks */
+	void (*entry)(struct tbuf *b, struct trace_frame *f, unsigned depth);
+	void (*exit)(struct tbuf *b, struct trace_frame *f, unsigned depth, uint64_t now);
+	int (*start)(struct trace_config *c);
 	void (*stop)(void);
 	int (*read)(int fmt, struct trace_out *out);
 };
 
 /*
  * The graph tracer (graph.c): one record per entry and per exit. The hooks
- * push its records inline when it is the current tracer (it is the default)
- * instead of calling through the ops: that call costs ~2 ns per traced call.
+ * push its records inline when it runs alone without options (the common
+ * case) instead of calling through the ops: that call costs ~2 ns per
+ * traced call.
  */
 extern const struct tracer_ops trace_graph_tracer;
 
@@ -242,10 +361,22 @@ static inline __attribute__((always_inline)) void trace_graph_record(struct tbuf
 	tbuf_push(b, trace_rdtsc(), type, depth, (uint32_t)(site - trace_site_base));
 }
 
+/* the function tracer's record (function.c): the TSC and the site, then the caller */
+static inline __attribute__((always_inline)) void
+trace_function_record(struct tbuf *b, uint64_t ts, uintptr_t site, uintptr_t caller)
+{
+	uint32_t off = (uint32_t)(site - trace_site_base);
+
+	tbuf_push(b, ts, TREC_FUNC, 0, off);
+	tbuf_push(b, caller, TREC_FUNC, TREC_CALLER, off);
+}
+
 /* 0, or -EINVAL for an incomplete tracer, -EEXIST, -ENOSPC */
 int trace_register_tracer(const struct tracer_ops *ops);
 /* by name; "" or NULL is the default (graph) */
 const struct tracer_ops *trace_find_tracer(const char *name);
+/* by id, NULL if none */
+const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 /*
  * Register tracer @ops from a constructor. tracer_link_<name> lets
@@ -258,6 +389,123 @@ const struct tracer_ops *trace_find_tracer(const char *name);
 		trace_register_tracer(&(ops));                                 \
 	}
 
+/* ---- the profile tracer (profile.c) ---- */
+
+#define TRACE_PROF_BUCKETS 40 /* log2 of ns: [2^k, 2^(k+1)), the last one open */
+
+/*
+ * One site's figures in one thread's table; times in TSC ticks. The calls
+ * are the sum of the histogram (plus the thread's pending count): one
+ * increment less per call.
+ */
+struct trace_prof_ent {
+	uint64_t total;
+	uint64_t self;
+	uint64_t min;
+	uint64_t max;
+	uint64_t hist[TRACE_PROF_BUCKETS];
+	uint64_t pad[4];
+};
+
+/* calls counted in @t, and in the owner's pending count @pending */
+static inline uint64_t trace_prof_calls(const struct trace_prof_ent *t, const uint64_t *pending)
+{
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++) {
+		n += __atomic_load_n(&t->hist[k], __ATOMIC_RELAXED);
+		if (pending == &t->hist[k])
+			n++;
+	}
+	return n;
+}
+
+/* the sites profiled, by profile index (control.c sets them before a start) */
+extern uint32_t *trace_prof_sites;
+extern size_t trace_nr_prof_sites;
+extern uint64_t trace_clk_mult;
+
+/* entries of a profile table (the buffer of one thread) */
+static inline __attribute__((always_inline)) size_t trace_prof_len(const struct tbuf *b)
+{
+	return (size_t)((b->mask + 1) * sizeof(struct trace_rec) / sizeof(struct trace_prof_ent));
+}
+
+/*
+ * A profiled call returns at TSC @now: count it in the thread's table and
+ * in the children of @parent, its innermost profiled caller (NULL: none).
+ * Times in ticks; the histogram in ns. The parent is found two ways: with
+ * other tracers about, a chain through the frames (profile.c); profile
+ * alone (the hooks' fast path), every frame on the shadow stack is a
+ * profiled one, so the parent is the frame just below.
+ */
+static inline __attribute__((always_inline)) void
+trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *parent, uint64_t now)
+{
+	uint32_t idx = TRACE_WORD_INDEX(f->word);
+	struct trace_prof_ent *t;
+	uint64_t dur = now - f->ts, ns;
+	unsigned k;
+
+	if (parent)
+		parent->child += dur;
+	/* a call that began in an older session may not fit this table */
+	if (unlikely((uint64_t)(idx + 1) * (sizeof(*t) / sizeof(struct trace_rec)) > b->mask + 1))
+		return;
+	t = &((struct trace_prof_ent *)b->recs)[idx];
+	/* min 0 is "none yet": 0 - 1 is the largest value (a 0 tick call keeps 0) */
+	if (dur - 1 < t->min - 1)
+		t->min = dur;
+	if (dur > t->max)
+		t->max = dur;
+	t->total += dur;
+	t->self += dur > f->child ? dur - f->child : 0;
+	/*
+	 * The bucket is known late (after the clock read): its count is
+	 * bumped at the thread's next profiled return, from an address then
+	 * loaded early (a store to an address known late here made every
+	 * later load wait: +7 ns per call). Readers add the pending one.
+	 */
+	if (b->pending)
+		(*b->pending)++;
+	ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
+	k = 63 - (unsigned)__builtin_clzll(ns | 1);
+	b->pending = &t->hist[k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1];
+}
+
+/* ---- the loop checker (loop.c) ---- */
+
+#define TRACE_LOOP_FUNCTION "ev_loop_once" /* calls it makes are handlers */
+#define TRACE_LOOP_DEFAULT_NS (10ULL * 1000 * 1000)
+
+/* a call that returns into the event loop's dispatch: a handler */
+static inline __attribute__((always_inline)) bool trace_is_handler(uintptr_t ret)
+{
+	return ret >= trace_hot.loop_lo && ret < trace_hot.loop_hi;
+}
+
+/*
+ * Log the slow handlers that the loop checker counted in @b and did not log
+ * yet (b->inside of them). Slow path only, at a handler's entry (the main
+ * thread holds no lock there): it calls the logger.
+ */
+void trace_loop_flush(struct tbuf *b);
+
+/* ---- the thread checker (thread.c) ---- */
+
+/* its own rules, used when a start gives no main= or worker= pattern */
+extern const char *const trace_thread_main_only[];
+extern const char *const trace_thread_worker_only[];
+
+/* ---- streaming (follow.c) ---- */
+
+/*
+ * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the last call
+ * (@restart: since the oldest one still held), as lines into @buf (at most
+ * @len bytes); *@out_len is what was written. 0 or -errno.
+ */
+int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len);
+
 /* ---- output (render.c) ---- */
 
 struct trace_out {
@@ -269,8 +517,10 @@ struct trace_out {
 
 void tout_printf(struct trace_out *out, const char *fmt, ...) __printf(2, 3);
 void tout_free(struct trace_out *out);
-/* Render a snapshot of the current session's records. 0 or -errno. */
-int trace_render(int fmt, const char *tracer_name, struct trace_out *out);
+/* Render a snapshot of tracer @id's records. 0 or -errno. */
+int trace_render(unsigned id, int fmt, const char *tracer_name, struct trace_out *out);
+/* "12.3%: a larger --buffer-size keeps them", or "none" */
+void trace_fmt_loss(char *buf, size_t len, uint64_t lost, uint64_t total);
 /* "12.345 us" from ns */
 void trace_fmt_us(char *buf, size_t len, uint64_t ns);
 

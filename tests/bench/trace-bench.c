@@ -6,9 +6,10 @@
  * counts: sites turn IPA-RA off), with -pg -mfentry for uftrace, and with
  * -finstrument-functions and a minimal clock hook (TRACE_BENCH_CLOCK).
  *
- * usage: trace-bench fib|parse N [off|graph|filter]
+ * usage: trace-bench fib|parse N [off|graph|filter|function|profile|thresh]
  *   prints: workload=W calls=C ns=T
- * "filter" traces every function except the hot one of the workload.
+ * "filter" traces every function except the hot one of the workload;
+ * "thresh" is graph with a threshold that no call reaches.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,11 +233,16 @@ static long fib_calls(int n)
 }
 
 #ifdef TRACE_BENCH_SITES
+/*
+ * off, graph, filter (graph on every function but the workload's hot
+ * one(s)), function, profile, or thresh (graph with a threshold no call of
+ * the workload reaches: the cost of timing every call and keeping none).
+ */
 static int start_tracing(const char *mode, int is_fib)
 {
-	/* filter: every function but the workload's hot one(s) */
 	static const char fib_filter[] = "\0lex_*\0parse_*\0bench_parse\0bench_run";
 	static const char parse_filter[] = "\0bench_*\0parse_*";
+	static const char thresh[] = "\0threshold=1000000000";
 	struct sd_req req = { 0 };
 	struct sd_rsp rsp;
 	char payload[64] = "";
@@ -248,6 +254,15 @@ static int start_tracing(const char *mode, int is_fib)
 	if (!strcmp(mode, "filter")) {
 		len = is_fib ? sizeof(fib_filter) : sizeof(parse_filter);
 		memcpy(payload, is_fib ? fib_filter : parse_filter, len);
+	} else if (!strcmp(mode, "thresh")) {
+		len = sizeof(thresh);
+		memcpy(payload, thresh, len);
+	} else if (!strcmp(mode, "function") || !strcmp(mode, "profile")) {
+		len = (uint32_t)strlen(mode) + 1;
+		memcpy(payload, mode, len);
+	} else if (strcmp(mode, "graph")) {
+		fprintf(stderr, "unknown mode %s\n", mode);
+		return 2;
 	}
 	req.opcode = SD_OP_TRACE_START;
 	req.data_length = len;
@@ -267,7 +282,9 @@ int main(int argc, char **argv)
 	long t0, t1, calls, r;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s fib|parse N [off|graph|filter]\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s fib|parse N [off|graph|filter|function|profile|thresh]\n",
+			argv[0]);
 		return 2;
 	}
 	is_fib = !strcmp(argv[1], "fib");

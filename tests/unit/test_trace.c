@@ -217,7 +217,7 @@ START_TEST(test_bad_requests)
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, unterminated, 4, &rsp),
 			 SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, NULL, 8, &rsp), SD_RES_INVALID_PARMS);
-	ck_assert_int_eq(tt_start("nosuchtracer", NULL, 0, 0), SD_RES_INVALID_PARMS);
+	ck_assert_int_eq(tt_start("nosuchtracer", NULL, 0, 0), SD_RES_NO_TRACER);
 	ck_assert_int_eq(tt_start("", NULL, TRACE_MAX_DEPTH + 1, 0), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_start("", NULL, 0, TRACE_MAX_BUFFER + 1), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_stop(), SD_RES_TRACE_BUSY);

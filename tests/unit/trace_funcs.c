@@ -4,6 +4,8 @@
  * recursive ones keep both calls out of tail position.
  */
 #include <stdarg.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "trace/trace_priv.h"
 #include "trace_test.h"
@@ -163,4 +165,22 @@ TFN int tfn_jmp_outer(int x)
 TFN int tfn_unused(int x)
 {
 	return x * 7;
+}
+
+/* event-loop handlers for the loop checker: one reads its byte and sleeps */
+TFN void tfn_handler_slow(int fd, uint32_t events, void *data)
+{
+	struct timespec ts = { 0, 30 * 1000 * 1000 };
+	char c;
+
+	if (read(fd, &c, 1) == 1)
+		nanosleep(&ts, NULL);
+}
+
+TFN void tfn_handler_fast(int fd, uint32_t events, void *data)
+{
+	char c;
+
+	if (read(fd, &c, 1) == 1)
+		__asm__ volatile("" ::: "memory");
 }

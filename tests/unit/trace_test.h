@@ -39,6 +39,8 @@ unsigned tfn_depth_inside(void);
 void tfn_call(void (*fn)(void *), void *arg);
 int tfn_jmp_outer(int x);
 int tfn_unused(int x);
+void tfn_handler_slow(int fd, uint32_t events, void *data);
+void tfn_handler_fast(int fd, uint32_t events, void *data);
 
 /* test helpers (not instrumented decisions: they live in the tests) */
 int tt_op(uint8_t opcode, struct sd_req *req, void *data, uint32_t len, struct sd_rsp *rsp);
@@ -47,6 +49,10 @@ int tt_stop(void);
 int tt_status(struct sd_trace_status *st);
 /* the whole rendering in @fmt, malloc'd and NUL-terminated (NULL on error) */
 char *tt_read(int fmt);
+/* the same from tracer @tracer (SD_TRACER_*, 0: the last started) */
+char *tt_read_tracer(int fmt, uint32_t tracer);
+/* stop one tracer by name */
+int tt_stop_tracer(const char *name);
 /* lines of @text containing @needle */
 int tt_count(const char *text, const char *needle);
 

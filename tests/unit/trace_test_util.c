@@ -49,6 +49,22 @@ int tt_status(struct sd_trace_status *st)
 
 char *tt_read(int fmt)
 {
+	return tt_read_tracer(fmt, 0);
+}
+
+int tt_stop_tracer(const char *name)
+{
+	struct sd_req req = { 0 };
+	struct sd_rsp rsp;
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%s", name);
+	req.flags = SD_FLAG_CMD_WRITE;
+	return tt_op(SD_OP_TRACE_STOP, &req, buf, (uint32_t)strlen(buf) + 1, &rsp);
+}
+
+char *tt_read_tracer(int fmt, uint32_t tracer)
+{
 	struct sd_req req = { 0 };
 	struct sd_rsp rsp;
 	size_t chunk = 4096, len = 0;
@@ -61,6 +77,7 @@ char *tt_read(int fmt)
 			goto out_free;
 		text = t;
 		req.trace.format = (uint32_t)fmt;
+		req.trace.tracer_flags = tracer;
 		req.trace.offset = len;
 		if (tt_op(SD_OP_TRACE_READ, &req, text + len, (uint32_t)chunk, &rsp) !=
 		    SD_RES_SUCCESS)

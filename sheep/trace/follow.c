@@ -1,0 +1,143 @@
+/*
+ * Streaming (collie debug trace cat --follow, ftrace's trace_pipe): each
+ * SD_OP_TRACE_FOLLOW returns the records written since the previous one,
+ * one line each, and moves each buffer's cursor (tbuf->followed) past what
+ * it sent. A record is sent once. Records the ring overwrote before they
+ * were sent are counted in an "L" line; a slot reserved but not yet written
+ * ends the batch of its thread (it is sent next time). When the answer is
+ * full, the cursor stays at the first record that did not fit.
+ *
+ * Lines (collie pairs entries and exits and renders them):
+ *   E tid depth ts_ns name        graph: an entry
+ *   X tid depth ts_ns name        graph: an exit
+ *   F tid ts_ns name caller       function: a call
+ *   L tid count                   records lost before the next ones
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_priv.h"
+
+struct follow {
+	char *buf;
+	size_t len, used;
+	bool restart;
+	bool full;
+};
+
+/* one line into the answer; false (and nothing written) when it does not fit */
+static bool put_line(struct follow *f, const char *fmt, ...) __printf(2, 3);
+static bool put_line(struct follow *f, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(f->buf + f->used, f->len - f->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= f->len - f->used) {
+		f->full = true;
+		return false;
+	}
+	f->used += (size_t)n;
+	return true;
+}
+
+static const char *name_of(uint32_t off, char *buf, size_t len)
+{
+	uintptr_t addr = trace_site_base + off;
+
+	return trace_site_name(trace_site_find(addr), addr, buf, len);
+}
+
+/* one record; false if it did not fit */
+static bool put_rec(struct follow *f, uint32_t tid, const struct trace_rec *r,
+		    const struct trace_rec *caller)
+{
+	char buf[32], cbuf[32];
+	const char *name = name_of(TREC_SITE(r->word), buf, sizeof(buf)), *cname;
+	unsigned long long ns = (unsigned long long)trace_tsc_to_ns(r->ts);
+
+	switch (TREC_TYPE(r->word)) {
+	case TREC_ENTRY:
+		return put_line(f, "E %u %u %llu %s\n", tid, TREC_DEPTH(r->word), ns, name);
+	case TREC_EXIT:
+		return put_line(f, "X %u %u %llu %s\n", tid, TREC_DEPTH(r->word), ns, name);
+	default:
+		cname = caller ? trace_symbol_name((uintptr_t)caller->ts) : NULL;
+		if (!cname) {
+			snprintf(cbuf, sizeof(cbuf), caller ? "%#lx" : "?",
+				 caller ? (unsigned long)caller->ts : 0UL);
+			cname = cbuf;
+		}
+		return put_line(f, "F %u %llu %s %s\n", tid, ns, name, cname);
+	}
+}
+
+static bool rec_valid(const struct tbuf *b, const struct trace_rec *r, uint64_t i)
+{
+	uint64_t w = __atomic_load_n(&r->word, __ATOMIC_ACQUIRE);
+
+	return TREC_TYPE(w) && TREC_LAP(w) == ((i >> b->shift) & TREC_LAP_MASK);
+}
+
+static int follow_one(struct tbuf *b, void *arg)
+{
+	struct follow *f = arg;
+	uint64_t nr_slots = b->mask + 1;
+	uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+	uint64_t first = head > nr_slots ? head - nr_slots : 0;
+	uint64_t i = f->restart ? first : b->followed;
+
+	if (i < first) {
+		if (!put_line(f, "L %u %llu\n", b->owner, (unsigned long long)(first - i)))
+			return 1;
+		i = first;
+	}
+	while (i < head) {
+		struct trace_rec r, c;
+		const struct trace_rec *slot = &b->recs[i & b->mask];
+		uint64_t n = 1, h2;
+		bool has_caller = false;
+
+		if (!rec_valid(b, slot, i))
+			break; /* reserved, not yet written: next time */
+		r.ts = __atomic_load_n(&slot->ts, __ATOMIC_RELAXED);
+		r.word = __atomic_load_n(&slot->word, __ATOMIC_RELAXED);
+		if (TREC_TYPE(r.word) == TREC_FUNC) {
+			const struct trace_rec *cs = &b->recs[(i + 1) & b->mask];
+
+			if (i + 1 >= head || !rec_valid(b, cs, i + 1))
+				break;
+			c.ts = __atomic_load_n(&cs->ts, __ATOMIC_RELAXED);
+			c.word = __atomic_load_n(&cs->word, __ATOMIC_RELAXED);
+			has_caller = TREC_DEPTH(c.word) == TREC_CALLER;
+			n = has_caller ? 2 : 1;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		h2 = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+		if (i < (h2 > nr_slots ? h2 - nr_slots : 0))
+			break; /* overwritten while we read it: lost, said next time */
+		if (TREC_TYPE(r.word) == TREC_FUNC && TREC_DEPTH(r.word) == TREC_CALLER) {
+			i++; /* a caller slot whose call was lost */
+			continue;
+		}
+		if (!put_rec(f, b->owner, &r, has_caller ? &c : NULL))
+			break;
+		i += n;
+	}
+	b->followed = i;
+	return f->full;
+}
+
+int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len)
+{
+	struct follow f = { buf, len, 0, restart, false };
+
+	if (!len)
+		return -EINVAL;
+	tbuf_for_each_mut(id, follow_one, &f);
+	*out_len = f.used;
+	return 0;
+}

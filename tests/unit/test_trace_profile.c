@@ -1,0 +1,420 @@
+/*
+ * Unit tests of the profile and function tracers and of several tracers at
+ * once: the profile against the graph on the same deterministic calls
+ * (equal counts, total = the sum of the graph's durations, self <= total,
+ * the selves of a call tree adding up to its root's total), histogram
+ * buckets that add up to the calls, tracers on separate sites and on the
+ * same ones, one stopped while another runs, the function tracer's callers
+ * and the call it patches, and the loop and thread checkers. No timing is
+ * asserted but the loop checker's 30 ms handler against its 10 ms
+ * threshold.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "event.h"
+#include "logger.h"
+#include "trace/trace.h"
+#include "trace/trace_priv.h"
+#include "trace_test.h"
+
+struct prof_line {
+	char name[64];
+	uint64_t calls, total, self, min, max;
+	uint64_t hist[SD_TRACE_PROF_BUCKETS];
+};
+
+/* the profile's line of @fn; false if it has none */
+static bool prof_get(const char *fn, struct prof_line *p)
+{
+	char *text = tt_read(SD_TRACE_FMT_PROFILE), *line, *save = NULL;
+	bool found = false;
+
+	ck_assert_ptr_nonnull(text);
+	for (line = strtok_r(text, "\n", &save); line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		int off = 0, n;
+
+		memset(p, 0, sizeof(*p));
+		n = sscanf(line,
+			   "%63s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 "%n",
+			   p->name, &p->calls, &p->total, &p->self, &p->min, &p->max, &off);
+		ck_assert_int_eq(n, 6);
+		for (int k = 0; k < SD_TRACE_PROF_BUCKETS; k++) {
+			int used = 0;
+
+			ck_assert_int_eq(sscanf(line + off, " %" SCNu64 "%n", &p->hist[k], &used),
+					 1);
+			off += used;
+		}
+		found = !strcmp(p->name, fn);
+	}
+	free(text);
+	return found;
+}
+
+static uint64_t hist_sum(const struct prof_line *p)
+{
+	uint64_t s = 0;
+
+	for (int k = 0; k < SD_TRACE_PROF_BUCKETS; k++)
+		s += p->hist[k];
+	return s;
+}
+
+/* calls and summed durations of @fn in the graph's CSV */
+static void graph_sum(const char *fn, uint64_t *calls, uint64_t *ns)
+{
+	char *csv = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH), *line, *save = NULL;
+	char needle[80];
+
+	ck_assert_ptr_nonnull(csv);
+	snprintf(needle, sizeof(needle), ",%s,", fn);
+	*calls = *ns = 0;
+	for (line = strtok_r(csv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *p = strstr(line, needle);
+		unsigned long long entry, dur;
+
+		if (!p || sscanf(p + strlen(needle), "%llu,%llu", &entry, &dur) != 2)
+			continue;
+		(*calls)++;
+		*ns += dur;
+	}
+	free(csv);
+}
+
+START_TEST(test_profile_alone)
+{
+	const char *pats[] = { "tfn_fib", "tfn_top", "tfn_mid", "tfn_leaf", NULL };
+	struct prof_line fib, top, mid, leaf;
+	struct sd_trace_status st;
+
+	ck_assert_int_eq(tt_start("profile", pats, 0, 0), SD_RES_SUCCESS);
+	tfn_fib_calls = 0;
+	ck_assert_int_eq(tfn_fib(15), 610);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(tfn_top(i), 2 * i + 3);
+	/* a live view while the tracer runs */
+	ck_assert(prof_get("tfn_fib", &fib));
+	ck_assert_uint_eq(fib.calls, 1973);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	ck_assert(prof_get("tfn_fib", &fib));
+	ck_assert_uint_eq(fib.calls, 1973);
+	ck_assert_uint_eq(hist_sum(&fib), fib.calls);
+	ck_assert_uint_le(fib.self, fib.total);
+	ck_assert_uint_le(fib.min, fib.max);
+	ck_assert_uint_le(fib.max, fib.total);
+	ck_assert(prof_get("tfn_top", &top));
+	ck_assert(prof_get("tfn_mid", &mid));
+	ck_assert(prof_get("tfn_leaf", &leaf));
+	ck_assert_uint_eq(top.calls, 10);
+	ck_assert_uint_eq(mid.calls, 10);
+	ck_assert_uint_eq(leaf.calls, 20);
+	ck_assert_uint_eq(hist_sum(&leaf), 20);
+	/* self is total minus the profiled children: the selves add up to the root */
+	ck_assert_uint_le(top.self, top.total);
+	ck_assert_uint_le(mid.self, mid.total);
+	ck_assert_uint_eq(leaf.self, leaf.total);
+	ck_assert_uint_le(top.self + mid.self + leaf.self, top.total + 3);
+	ck_assert_uint_ge(top.self + mid.self + leaf.self + 3, top.total);
+	ck_assert_uint_ge(top.total, mid.total);
+	ck_assert_uint_ge(mid.total, leaf.total);
+	/* no ring: nothing lost; the calls are its records */
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_str_eq(st.tracer, "profile");
+	ck_assert_uint_eq(st.nr_lost, 0);
+	ck_assert_uint_eq(st.nr_events, 1973 + 40);
+}
+END_TEST
+
+/* profile and graph on the same calls: the dispatch path, one clock for both */
+START_TEST(test_profile_vs_graph)
+{
+	const char *pats[] = { "tfn_fib", "tfn_top", "tfn_mid", "tfn_leaf", NULL };
+	struct prof_line fib, mid;
+	uint64_t calls, ns;
+
+	ck_assert_int_eq(tt_start("profile", pats, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_start("graph", pats, 0, 1 << 20), SD_RES_SUCCESS);
+	ck_assert_int_eq(tfn_fib(12), 144);
+	for (int i = 0; i < 5; i++)
+		tfn_top(i);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	ck_assert(prof_get("tfn_fib", &fib));
+	graph_sum("tfn_fib", &calls, &ns);
+	ck_assert_uint_eq(calls, 465);
+	ck_assert_uint_eq(fib.calls, calls);
+	ck_assert_uint_eq(hist_sum(&fib), calls);
+	/* the same ticks: equal but for rounding to ns, at most 1 ns per call */
+	ck_assert_uint_le(fib.total, ns + calls);
+	ck_assert_uint_ge(fib.total + calls, ns);
+	ck_assert(prof_get("tfn_mid", &mid));
+	graph_sum("tfn_mid", &calls, &ns);
+	ck_assert_uint_eq(mid.calls, 5);
+	ck_assert_uint_eq(calls, 5);
+	ck_assert_uint_le(mid.total, ns + calls);
+	ck_assert_uint_ge(mid.total + calls, ns);
+	ck_assert_uint_le(mid.self, mid.total);
+}
+END_TEST
+
+/* graph on the leaves, profile on the rest: each sees its own sites only */
+START_TEST(test_separate_sites)
+{
+	const char *leaf[] = { "tfn_leaf", NULL };
+	const char *upper[] = { "tfn_top", "tfn_mid", NULL };
+	struct prof_line p;
+	char *csv;
+
+	ck_assert_int_eq(tt_start("graph", leaf, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_start("profile", upper, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_start("profile", upper, 0, 0), SD_RES_TRACE_BUSY);
+	for (int i = 0; i < 3; i++)
+		tfn_top(i);
+	/* stop one: the other goes on */
+	ck_assert_int_eq(tt_stop_tracer("profile"), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_stop_tracer("profile"), SD_RES_TRACE_OFF);
+	ck_assert_int_eq(tt_stop_tracer("nosuch"), SD_RES_NO_TRACER);
+	tfn_top(7);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_stop(), SD_RES_TRACE_BUSY);
+
+	csv = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH);
+	ck_assert_ptr_nonnull(csv);
+	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 8);
+	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 0);
+	ck_assert_int_eq(tt_count(csv, ",tfn_top,"), 0);
+	free(csv);
+	ck_assert(prof_get("tfn_top", &p));
+	ck_assert_uint_eq(p.calls, 3);
+	ck_assert(prof_get("tfn_mid", &p));
+	ck_assert_uint_eq(p.calls, 3);
+	ck_assert(!prof_get("tfn_leaf", &p));
+}
+END_TEST
+
+static const struct trace_site *site_of(void *fn)
+{
+	return trace_site_find((uintptr_t)fn);
+}
+
+START_TEST(test_function_tracer)
+{
+	const char *pats[] = { "tfn_leaf", "tfn_mid", NULL };
+	const struct trace_site *leaf = site_of((void *)tfn_leaf);
+	const uint8_t *p = (const uint8_t *)leaf->addr;
+	int32_t rel;
+	struct sd_trace_status st;
+	char *text;
+
+	ck_assert_int_eq(tt_start("function", pats, 0, 0), SD_RES_SUCCESS);
+	/* alone at the site: a call of trace_func_tramp, no stub */
+	memcpy(&rel, p + 1, sizeof(rel));
+	ck_assert_uint_eq(p[0], 0xe8);
+	ck_assert(p + 5 + rel == (const uint8_t *)trace_func_tramp);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(tfn_mid(i), 2 * i + 3);
+	/* graph on the same site: a jump to the stub; stopped: the call again */
+	ck_assert_int_eq(tt_start("graph", pats, 0, 0), SD_RES_SUCCESS);
+	ck_assert_uint_eq(p[0], 0xe9);
+	ck_assert_int_eq(tfn_mid(1), 5);
+	ck_assert_int_eq(tt_stop_tracer("graph"), SD_RES_SUCCESS);
+	ck_assert_uint_eq(p[0], 0xe8);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert(!memcmp(p, trace_nop5, 5));
+
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	text = tt_read_tracer(SD_TRACE_FMT_GRAPH, SD_TRACER_FUNCTION);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(tt_count(text, "| tfn_leaf <- tfn_mid"), 10);
+	ck_assert_int_eq(tt_count(text, "| tfn_mid <- "), 5);
+	ck_assert_int_eq(tt_count(text, "# tracer: function"), 1);
+	free(text);
+	text = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_FUNCTION);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(tt_count(text, "tid,ts_ns,function,caller"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,tfn_mid"), 10);
+	free(text);
+	/* the graph saw only the call made while it ran */
+	text = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH);
+	ck_assert_int_eq(tt_count(text, ",tfn_mid,"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,"), 2);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_notrace_and_root)
+{
+	const char *skip[] = { "tfn_*", "notrace=tfn_leaf", NULL };
+	const char *root[] = { "tfn_*", "graph-function=tfn_mid", NULL };
+	const char *bad[] = { "graph-function=tfn_mid", NULL };
+	char *csv;
+
+	ck_assert_int_eq(tt_start("graph", skip, 0, 0), SD_RES_SUCCESS);
+	ck_assert(!memcmp((void *)site_of((void *)tfn_leaf)->addr, trace_nop5, 5));
+	ck_assert(memcmp((void *)site_of((void *)tfn_mid)->addr, trace_nop5, 5));
+	tfn_top(1);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 0);
+	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 1);
+	free(csv);
+
+	ck_assert_int_eq(tt_start("graph", root, 0, 0), SD_RES_SUCCESS);
+	tfn_top(1);
+	tfn_leaf(1);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(tt_count(csv, ",tfn_top,"), 0);
+	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 1);
+	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 2);
+	free(csv);
+	/* graph options on another tracer */
+	ck_assert_int_eq(tt_start("profile", bad, 0, 0), SD_RES_INVALID_PARMS);
+}
+END_TEST
+
+/*
+ * The loop checker on the real event loop (lib/event.c): of two handlers
+ * dispatched by ev_loop_once, the one that sleeps 30 ms is recorded and,
+ * at the next handler's entry, logged once; whatever is recorded took at
+ * least the threshold.
+ */
+START_TEST(test_loop_checker)
+{
+	const char *pats[] = { "tfn_handler_*", "threshold=10000000", NULL };
+	char logpath[] = "/tmp/test_trace_loop.XXXXXX", line[256], *csv;
+	int slow[2], fast[2], fd, warnings = 0;
+	struct sd_trace_status st;
+	FILE *log;
+
+	fd = mkstemp(logpath);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(sd_log_init(logpath, SDOG_INFO, "test"), 0);
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(pipe(slow), 0);
+	ck_assert_int_eq(pipe(fast), 0);
+	ck_assert_int_eq(ev_add(slow[0], EPOLLIN, tfn_handler_slow, NULL), 0);
+	ck_assert_int_eq(ev_add(fast[0], EPOLLIN, tfn_handler_fast, NULL), 0);
+
+	ck_assert_int_eq(tt_start("loop", pats, 0, 0), SD_RES_SUCCESS);
+	/* a handler called from elsewhere is no handler */
+	tfn_handler_slow(-1, 0, NULL);
+	ck_assert_int_eq(write(slow[1], "s", 1), 1);
+	ck_assert_int_eq(write(fast[1], "f", 1), 1);
+	/* both in one round, or the slow one first: two rounds at most */
+	ck_assert_int_eq(ev_loop_once(100), 0);
+	ck_assert_int_eq(ev_loop_once(0), 0);
+	/* the next handler's entry logs what the last rounds found */
+	ck_assert_int_eq(write(fast[1], "f", 1), 1);
+	ck_assert_int_eq(ev_loop_once(100), 0);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_str_eq(st.tracer, "loop");
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_ptr_nonnull(csv);
+	ck_assert_int_eq(tt_count(csv, ",tfn_handler_slow,"), 1);
+	/*
+	 * The quick handler is recorded only if the machine held it up past
+	 * the threshold: every call recorded took at least that long.
+	 */
+	ck_assert_uint_eq(st.nr_events, (uint64_t)tt_count(csv, ",tfn_handler_"));
+	for (char *save = NULL, *l = strtok_r(csv, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		unsigned long long dur;
+		const char *c = strrchr(l, ',');
+
+		if (!strstr(l, ",tfn_handler_"))
+			continue;
+		ck_assert(c && sscanf(c + 1, "%llu", &dur) == 1);
+		ck_assert_uint_ge(dur, 10000000);
+	}
+	free(csv);
+
+	sd_log_close();
+	log = fopen(logpath, "r");
+	ck_assert_ptr_nonnull(log);
+	warnings = 0;
+	while (fgets(line, sizeof(line), log))
+		warnings += !!strstr(line, "loop: handler tfn_handler_slow held the main thread");
+	fclose(log);
+	unlink(logpath);
+	ck_assert_int_eq(warnings, 1);
+}
+END_TEST
+
+static void *call_leaf(void *arg)
+{
+	*(int *)arg = tfn_leaf(*(int *)arg);
+	return NULL;
+}
+
+/*
+ * The thread checker: tfn_leaf marked main-only runs on a new thread and
+ * tfn_mid marked worker-only on the main one (the test's process: Check
+ * forks it, its thread is the main one): two reports, with their callers;
+ * the calls that keep to their marks make none.
+ */
+START_TEST(test_thread_checker)
+{
+	const char *pats[] = { "main=tfn_leaf", "worker=tfn_mid", NULL };
+	pthread_t th;
+	int v = 1;
+	char *text;
+
+	ck_assert_int_eq(tt_start("thread", pats, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(pthread_create(&th, NULL, call_leaf, &v), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(v, 2);
+	ck_assert_int_eq(tfn_mid(1), 5); /* on main: worker-only broken; its leaves are fine */
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	text = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_THREAD);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,call_leaf"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_mid,"), 1);
+	ck_assert_int_eq(tt_count(text, ",tfn_leaf,tfn_mid"), 0);
+	free(text);
+	/* marks belong to the thread checker only */
+	ck_assert_int_eq(tt_start("graph", pats, 0, 0), SD_RES_INVALID_PARMS);
+}
+END_TEST
+
+static Suite *profile_suite(void)
+{
+	Suite *s = suite_create("trace profile");
+	TCase *tc = tcase_create("profile");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_profile_alone);
+	tcase_add_test(tc, test_profile_vs_graph);
+	tcase_add_test(tc, test_separate_sites);
+	tcase_add_test(tc, test_function_tracer);
+	tcase_add_test(tc, test_notrace_and_root);
+	tcase_add_test(tc, test_loop_checker);
+	tcase_add_test(tc, test_thread_checker);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int nr_failed;
+
+	if (trace_init() < 0)
+		return 1;
+	sr = srunner_create(profile_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	nr_failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nr_failed ? 1 : 0;
+}
