@@ -88,6 +88,13 @@
 #define SD_OP_TRACE_STATUS 0xB2
 #define SD_OP_TRACE_READ 0xB3
 #define SD_OP_TRACE_FOLLOW 0xB4 /* the records written since the last FOLLOW */
+/*
+ * TEST_STALL_MAIN exists only in a daemon built with --enable-test-hooks:
+ * the main thread sleeps req.obj.offset milliseconds (1000 at most) inside
+ * the event-loop handler that runs it, so that a test can watch the loop
+ * checker catch a handler that held the main thread.
+ */
+#define SD_OP_TEST_STALL_MAIN 0xB5
 
 /* internal result codes */
 #define SD_RES_NO_SUPPORT 0x80	 /* the operation is not built into this daemon */

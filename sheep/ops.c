@@ -149,6 +149,17 @@ static int op_stat_hold(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+/* TEST_STALL_MAIN: hold the main thread, as a slow event-loop handler would */
+static int op_test_stall_main(struct request *req)
+{
+	uint64_t ms = min_t(uint64_t, req->rq.obj.offset, 1000);
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	return SD_RES_SUCCESS;
+}
+
 static int op_stat_release(struct request *req)
 {
 	pthread_mutex_lock(&hold_lock);
@@ -208,6 +219,7 @@ static const struct sd_op_template ops[] = {
 	{ "STAT_READ", SD_OP_STAT_READ, OP_MAIN, true, op_stat_read },
 #ifdef SD_TEST_HOOKS
 	{ "STAT_HOLD", SD_OP_STAT_HOLD, OP_IO, true, op_stat_hold },
+	{ "TEST_STALL_MAIN", SD_OP_TEST_STALL_MAIN, OP_MAIN, true, op_test_stall_main },
 	{ "STAT_RELEASE", SD_OP_STAT_RELEASE, OP_MAIN, true, op_stat_release },
 #endif
 };
