@@ -54,7 +54,8 @@ static int op_get_node_list(struct request *req)
 
 	group_get_state(&cs);
 	n = min_t(uint32_t, cs.nr_nodes, req->rq.data_length / sizeof(struct sd_node));
-	memcpy(req->data, cs.nodes, n * sizeof(struct sd_node));
+	if (n) /* req->data is NULL when the client asked for 0 bytes */
+		memcpy(req->data, cs.nodes, n * sizeof(struct sd_node));
 	req->rp.node.nr_nodes = cs.nr_nodes;
 	req->rp.node.local_idx = cs.local_idx;
 	req->rp.data_length = n * sizeof(struct sd_node);
@@ -77,7 +78,8 @@ static int op_stat_sheep(struct request *req)
 	req->rp.node.store_size = st.size;
 	req->rp.node.store_free = st.free;
 	req->rp.data_length = min_t(uint32_t, req->rq.data_length, sizeof(info));
-	memcpy(req->data, &info, req->rp.data_length);
+	if (req->rp.data_length)
+		memcpy(req->data, &info, req->rp.data_length);
 	return SD_RES_SUCCESS;
 }
 

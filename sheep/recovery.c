@@ -713,7 +713,8 @@ int recovery_op_stat(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
 
 	pthread_mutex_lock(&info_lock);
-	memcpy(req->data, &info, len);
+	if (len) /* req->data is NULL when the client asked for 0 bytes */
+		memcpy(req->data, &info, len);
 	pthread_mutex_unlock(&info_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;

@@ -617,7 +617,8 @@ int vdi_op_read_vdis(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
 	pthread_rwlock_rdlock(&vdi_lock);
-	memcpy(req->data, vdi_bitmap, len);
+	if (len) /* req->data is NULL when the client asked for 0 bytes */
+		memcpy(req->data, vdi_bitmap, len);
 	pthread_rwlock_unlock(&vdi_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
