@@ -27,8 +27,8 @@ void fuzz_fail(const char *file, int line, const char *what) __attribute__((nore
 const char *fuzz_sheep_dir(void);
 /*
  * sys.dir, the log (to /dev/null), the plain store, group and vdi state;
- * formatted: as a node of a formatted cluster (copies 1) that has not
- * joined yet (no member, no ring)
+ * formatted: the only member of a formatted cluster (copies 1) at epoch 1,
+ * through a cluster driver that delivers every message back at once
  */
 void fuzz_sheep_setup(bool formatted);
 /* remove every object file the store holds (after an input wrote some) */

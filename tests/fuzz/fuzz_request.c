@@ -7,23 +7,30 @@
  * connection on a socketpair without a listening socket; sheep_env.c gives
  * the daemon's globals and runs queued works at once.
  *
- * The node is formatted but has no member: cluster-queue ops (GET_VDI_INFO,
- * READ_VDIS, STAT_CLUSTER...) run their payload checks, peer ops reach the
- * store, ordered ops (NEW_VDI, LOCK_VDI, MAKE_FS...) fail to broadcast and
- * object I/O finds no ring.
+ * The node is the only member of a formatted cluster at epoch 1 (see
+ * sheep_env.c): ordered ops (NEW_VDI, LOCK_VDI, DEL_VDI, MAKE_FS...) are
+ * delivered back at once and applied, object I/O goes through the gateway
+ * to this node's store, peer ops check their epoch and reach the store.
+ * vdi.c is compiled in too, to forget every VDI after each input (with the
+ * objects): an input starts from an empty namespace.
  *
  * Input: the bytes a client sends. Checked: every whole request gets one
  * reply, in order, with its id and opcode, never more payload than asked.
  */
 #include "../../sheep/request.c"
+#include "../../sheep/vdi.c"
 
 #include <stdio.h>
 #include <sys/ioctl.h>
 
 #include "fuzz.h"
 
+/* FUZZ_VERBOSE=1: print every reply (to read what an input does) */
+static bool verbose;
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	verbose = getenv("FUZZ_VERBOSE") != NULL;
 	fuzz_sheep_setup(true);
 	return 0;
 }
@@ -61,6 +68,19 @@ static int parse_expected(const uint8_t *data, size_t size, struct expect *exp, 
 }
 
 #define MAX_EXPECT 4096
+
+static void forget_vdis(void)
+{
+	for (int i = 0; i < VDI_HASH_SIZE; i++) {
+		while (vdi_hash[i]) {
+			struct vdi_state *s = vdi_hash[i];
+
+			vdi_hash[i] = s->hnext;
+			free(s);
+		}
+	}
+	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
+}
 
 static void init_client(struct client_info *ci, int fd)
 {
@@ -139,6 +159,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct sd_rsp rsp;
 
 		memcpy(&rsp, out + r, sizeof(rsp));
+		if (verbose)
+			fprintf(stderr, "reply id %u opcode 0x%02x: %s, %u bytes\n", rsp.id,
+				rsp.opcode, sd_strerror(rsp.result), rsp.data_length);
 		FUZZ_ASSERT(nr_rsp < nr_exp);
 		FUZZ_ASSERT(rsp.id == exp[nr_rsp].id && rsp.opcode == exp[nr_rsp].opcode);
 		FUZZ_ASSERT(rsp.data_length <= exp[nr_rsp].want);
@@ -149,5 +172,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(nr_rsp == nr_exp);
 	free(out);
 	fuzz_store_wipe();
+	forget_vdis();
 	return 0;
 }

@@ -70,6 +70,15 @@ def crafted():
         "half-header": hdr(0x18)[:20],
         "read-no-payload-flag": hdr(0xB0, 0, dlen=6),
     }
+    # the harness's node is at epoch 1: peer ops of that epoch reach the store
+    seeds["peer-epoch1"] = (hdr(0xA2, 1, epoch=1, id_=1, dlen=4096, rest=obj(data_oid)) +
+                            b"\x02" * 4096 +
+                            hdr(0xA1, 1, epoch=1, id_=2, dlen=16, rest=obj(data_oid, 64)) +
+                            b"0123456789abcdef" +
+                            hdr(0xA0, 0, epoch=1, id_=3, dlen=4096, rest=obj(data_oid)) +
+                            hdr(0xA5, 0, epoch=1, id_=4, dlen=4096) +
+                            hdr(0xA6, 0, epoch=1, id_=5, dlen=4096, rest=obj(data_oid)) +
+                            hdr(0xA3, 0, epoch=1, id_=6, rest=obj(data_oid)))
     for label, data in seeds.items():
         put("request", label, data)
     # trace: header then payload
@@ -82,10 +91,15 @@ def crafted():
 
 
 def from_capture(cap):
+    session = b""
     for f in sorted(glob.glob(os.path.join(cap, "out", "conn-*"))):
         if f.endswith(".rsp"):
             continue
         data = open(f, "rb").read()
+        # every connection of the run in one stream: a whole session
+        # (format, create, write, read, snapshot, delete) on one connection
+        if data[1:2] not in (b"\x84", b"\x80"):  # no shutdown, no re-format
+            session += data
         if len(data) < 48:
             continue
         op = data[1]
@@ -102,6 +116,8 @@ def from_capture(cap):
             body[12:16] = struct.pack("<I", 0)
             put("epoch", "stat-cluster-reply-empty-view", rsp[:48] + bytes(body))
             put("epoch", "stat-cluster-unformatted", rsp[:20] + struct.pack("<I", 1) + rsp[24:48])
+    if 0 < len(session) <= 256 * 1024:
+        put("request", "session", session)
     for f in sorted(glob.glob(os.path.join(cap, "s*", "obj", "80*"))):
         put("inode", "inode", open(f, "rb").read()[:INODE_HEADER_SIZE])
     log = os.path.join(cap, "cl", "log")
