@@ -127,6 +127,15 @@ def from_capture(cap):
             put("local", "log-self%d" % sel, bytes([0, sel]) + data)
         put("local", "log-torn", bytes([0, 0]) + data[:len(data) - 100])
         put("local", "log-fixup", bytes([1, 1]) + data)
+        # the NOTIFY records' payloads: cluster messages as ordered.c gets them
+        off = 0
+        while off + 80 <= len(data):
+            magic, typ, _, ln = struct.unpack_from("<IHHI", data, off)
+            if magic != 0x4c434f4c:
+                break
+            if typ == 3:
+                put("ordered", "msg-op%02x" % data[off + 80 + 40 + 1], data[off + 80:off + 80 + ln])
+            off += 80 + ln
 
 
 def static_seeds():
