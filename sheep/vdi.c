@@ -82,7 +82,10 @@ static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
 	s->snap_id = h->snap_id;
 	s->parent = h->parent_vdi_id;
 	s->nr_copies = h->nr_copies;
-	s->shift = h->block_size_shift ? h->block_size_shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	s->shift = h->block_size_shift;
+	/* 0 means the default; a client may have written any shift into its inode */
+	if (s->shift < SD_MIN_BLOCK_SIZE_SHIFT || s->shift > SD_MAX_BLOCK_SIZE_SHIFT)
+		s->shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	s->snapshot = h->snap_ctime != 0;
 	s->deleted = h->name[0] == '\0';
 	s->size = h->vdi_size;

@@ -31,8 +31,9 @@ static void check_header(uint32_t vid)
 	uint8_t shift = 0;
 	bool is_snapshot;
 
+	/* the gateway sizes objects as 1 << shift */
 	if (vdi_lookup_attr(vid, &shift, &is_snapshot) == SD_RES_SUCCESS)
-		FUZZ_ASSERT(shift != 0);
+		FUZZ_ASSERT(shift >= SD_MIN_BLOCK_SIZE_SHIFT && shift <= SD_MAX_BLOCK_SIZE_SHIFT);
 	vdi_copies(vid);
 }
 
