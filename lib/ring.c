@@ -88,7 +88,8 @@ int ring_build(struct sd_ring *ring, const struct sd_node *nodes, int nr)
 		}
 	}
 	ring->nr_vnodes = total;
-	qsort(ring->vnodes, total, sizeof(*ring->vnodes), cmp_vnode);
+	if (total) /* no node: vnodes may be NULL, which qsort must not get */
+		qsort(ring->vnodes, total, sizeof(*ring->vnodes), cmp_vnode);
 	return 0;
 }
 

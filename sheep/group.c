@@ -161,13 +161,20 @@ static int write_epoch_log(uint32_t epoch, const struct sd_node *nodes, int nr)
 	return write_file_atomic(path, &log, sizeof(log));
 }
 
+/* 0, or -errno; -EINVAL for a file that is not epoch's log */
 static int read_epoch_log(uint32_t epoch, struct sd_epoch_log *log)
 {
 	char path[4200], name[64];
+	int ret;
 
 	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
 	path_of(path, sizeof(path), name);
-	return read_file(path, log, sizeof(*log));
+	ret = read_file(path, log, sizeof(*log));
+	if (!ret && (log->epoch != epoch || log->nr_nodes > SD_MAX_NODES)) {
+		sd_err("%s is not the log of epoch %" PRIu32, path, epoch);
+		ret = -EINVAL;
+	}
+	return ret;
 }
 
 static uint32_t latest_epoch_on_disk(void)
@@ -414,7 +421,8 @@ bool group_is_joining(void)
  * newest first) as this node's: its format, epoch and epoch history. Only
  * when the member's newest epoch has the very node list that this node
  * sees now (-EAGAIN otherwise: one of the two has not caught up yet).
- * -EINVAL when the member belongs to another cluster (another format).
+ * -EINVAL when the member belongs to another cluster (another format) or
+ * sent a log that cannot be one (epoch 0, more than SD_MAX_NODES nodes).
  */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
 {
@@ -430,6 +438,13 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 			goto out_unlock;
 		}
 		goto out_joined;
+	}
+	/* what the member sent is checked before any of it is used or written */
+	for (int i = 0; i < n; i++) {
+		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES) {
+			ret = -EINVAL;
+			goto out_unlock;
+		}
 	}
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
 	    !same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
@@ -481,16 +496,71 @@ int group_nr_nodes(void)
 	return cs.nr_nodes;
 }
 
+static int cmp_epoch_desc(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/*
+ * The epochs of DIR/epoch up to latest, newest first, in a malloc'ed array
+ * (*out): how many, or -errno. Listed rather than probed one number after
+ * the other: the history may have gaps (a node that joined late adopted
+ * only the newest epochs), and a probe from a huge epoch down to 1 would
+ * take billions of open() calls.
+ */
+static int list_epochs(uint32_t latest, uint32_t **out)
+{
+	char path[4200];
+	uint32_t *v = NULL;
+	int n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*out = NULL;
+	path_of(path, sizeof(path), "epoch");
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long e = strtoul(de->d_name, &end, 10);
+
+		if (*end || strlen(de->d_name) != 8 || e == 0 || e > latest)
+			continue;
+		if (n == cap) {
+			uint32_t *nv = realloc(v, (cap ? cap * 2 : 64) * sizeof(*v));
+
+			if (!nv) {
+				closedir(d);
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+			cap = cap ? cap * 2 : 64;
+		}
+		v[n++] = (uint32_t)e;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_epoch_desc);
+	*out = v;
+	return n;
+}
+
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 {
-	int n = 0;
-	uint32_t latest;
+	int n = 0, nr;
+	uint32_t latest, *epochs;
 
 	sd_mutex_lock(&cs_lock);
 	latest = cs.epoch;
 	sd_mutex_unlock(&cs_lock);
-	for (uint32_t e = latest; e >= 1 && n < max; e--)
-		if (read_epoch_log(e, &logs[n]) == 0)
+	nr = list_epochs(latest, &epochs);
+	for (int i = 0; i < nr && n < max; i++)
+		if (read_epoch_log(epochs[i], &logs[n]) == 0)
 			n++;
+	free(epochs);
 	return n;
 }

@@ -175,8 +175,10 @@ void ordered_deliver(const void *buf, size_t len, int nr_members)
 	const struct sd_op_template *op;
 	struct request *req = NULL, *waiter = NULL;
 
+	/* the payload is the request's own: its handler reads rq.data_length bytes */
 	if (len < sizeof(*msg) || msg->magic != ORDERED_MAGIC ||
-	    len != sizeof(*msg) + msg->data_length || msg->data_length > ORDERED_MAX_DATA) {
+	    len != sizeof(*msg) + msg->data_length || msg->data_length > ORDERED_MAX_DATA ||
+	    msg->data_length != ((msg->rq.flags & SD_FLAG_CMD_WRITE) ? msg->rq.data_length : 0)) {
 		sd_err("malformed cluster message of %zu bytes dropped", len);
 		return;
 	}

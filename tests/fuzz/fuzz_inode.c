@@ -1,0 +1,89 @@
+/*
+ * Inode headers as the daemon takes them in (sheep/vdi.c): from the local
+ * store when it starts (vdi_init's load_one) and from recovery
+ * (vdi_inode_recovered), then used by the lookups of the object path
+ * (vdi_lookup_attr, vdi_copies) and the name resolution of LOCK_VDI and
+ * GET_VDI_INFO (find_vdi).
+ *
+ * vdi.c is compiled into this file to reach load_one and find_vdi and to
+ * empty its cache between inputs; the rest of the daemon links as it is
+ * (sheep_env.c). Input: an inode header (SD_INODE_HEADER_SIZE bytes, short
+ * input padded with zeros); its vdi_id field names the vid.
+ *
+ * HOOK: a function that validates a client's inode header before it is
+ * written (planned in sheep/gateway.c or a new sheep/inode.c) belongs in
+ * check_header() below: call it first, and keep the assertions for the
+ * headers it accepts.
+ */
+#include "../../sheep/vdi.c"
+
+#include "fuzz.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	fuzz_sheep_setup(true);
+	return 0;
+}
+
+/* what the object path may rely on for a VDI the cache knows */
+static void check_header(uint32_t vid)
+{
+	uint8_t shift = 0;
+	bool is_snapshot;
+
+	/* the gateway sizes objects as 1 << shift */
+	if (vdi_lookup_attr(vid, &shift, &is_snapshot) == SD_RES_SUCCESS)
+		FUZZ_ASSERT(shift >= SD_MIN_BLOCK_SIZE_SHIFT && shift <= SD_MAX_BLOCK_SIZE_SHIFT);
+	vdi_copies(vid);
+}
+
+static void forget_all(void)
+{
+	for (int i = 0; i < VDI_HASH_SIZE; i++) {
+		while (vdi_hash[i]) {
+			struct vdi_state *s = vdi_hash[i];
+
+			vdi_hash[i] = s->hnext;
+			free(s);
+		}
+	}
+	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sd_inode_header *h = calloc(1, sizeof(*h)), *back = malloc(sizeof(*h));
+	uint32_t vid;
+	uint64_t oid;
+	int res;
+
+	if (!h || !back)
+		goto out_free;
+	memcpy(h, data, size < sizeof(*h) ? size : sizeof(*h));
+	vid = h->vdi_id & (SD_NR_VDIS - 1);
+	oid = vid_to_vdi_oid(vid);
+
+	/* from recovery: a vid the cache knows gets the new header */
+	pthread_rwlock_wrlock(&vdi_lock);
+	get_state(vid);
+	pthread_rwlock_unlock(&vdi_lock);
+	vdi_inode_recovered(vid, h);
+	check_header(vid);
+	forget_all();
+
+	/* from the store at start-up */
+	if (sd_store->create_and_write(oid, 0, h, sizeof(*h), 0, false) == SD_RES_SUCCESS) {
+		FUZZ_ASSERT(load_one(oid, back) == 0);
+		check_header(vid);
+		pthread_rwlock_rdlock(&vdi_lock);
+		find_vdi(h->name[0] ? h->name : "x", h->snap_id, h->tag, &res);
+		find_vdi(h->name[0] ? h->name : "x", 0, NULL, &res);
+		pthread_rwlock_unlock(&vdi_lock);
+		sd_store->remove(oid);
+	}
+	forget_all();
+out_free:
+	free(back);
+	free(h);
+	return 0;
+}

@@ -1,0 +1,60 @@
+/*
+ * The trace control payloads (sheep/trace/control.c): TRACE_START's
+ * NUL-separated tracer name and function patterns, its depth and buffer
+ * size checks, and TRACE_STATUS, through trace_handle_op as ops.c calls it.
+ *
+ * control.c is compiled into this file to mark the tracer initialised
+ * without trace_init() (which would patch this process): no function has a
+ * trace site here, so a START that passes every check ends in NO_MATCH and
+ * never patches. parse_start() is also called directly, to check that
+ * every pattern it returns lies inside the payload.
+ *
+ * Input: a 48-byte request header (opcode: START unless it is STATUS or
+ * STOP), then the payload; data_length is the payload's length, as
+ * request.c guarantees for a request with SD_FLAG_CMD_WRITE.
+ */
+#include "../../sheep/trace/control.c"
+
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sd_req rq;
+	struct sd_rsp rsp;
+	const char *pats[TRACE_MAX_PATTERNS], *name;
+	size_t nr_pats, len;
+	char *payload;
+	int ret;
+
+	if (size < sizeof(rq))
+		return 0;
+	memcpy(&rq, data, sizeof(rq));
+	len = size - sizeof(rq);
+	payload = malloc(len ? len : 1);
+	if (!payload)
+		return 0;
+	memcpy(payload, data + sizeof(rq), len);
+	rq.data_length = (uint32_t)len;
+
+	if (parse_start(payload, len, &name, pats, &nr_pats) == SD_RES_SUCCESS) {
+		FUZZ_ASSERT(nr_pats <= TRACE_MAX_PATTERNS);
+		FUZZ_ASSERT(!len || (name >= payload && name < payload + len));
+		for (size_t i = 0; i < nr_pats; i++) {
+			FUZZ_ASSERT(pats[i] > payload && pats[i] < payload + len);
+			FUZZ_ASSERT(memchr(pats[i], '\0', payload + len - pats[i]));
+		}
+		trace_find_tracer(name);
+	}
+
+	if (rq.opcode != SD_OP_TRACE_STATUS && rq.opcode != SD_OP_TRACE_STOP)
+		rq.opcode = SD_OP_TRACE_START;
+	init_state = INIT_DONE;
+	memset(&rsp, 0, sizeof(rsp));
+	ret = trace_handle_op(&rq, &rsp, len ? payload : NULL);
+	/* nothing is patched without sites: a START can only fail */
+	FUZZ_ASSERT(rq.opcode != SD_OP_TRACE_START || ret != SD_RES_SUCCESS);
+	FUZZ_ASSERT(trace_state == SD_TRACE_STATE_OFF);
+	FUZZ_ASSERT(rsp.data_length <= rq.data_length);
+	free(payload);
+	return 0;
+}
