@@ -198,7 +198,7 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
 	struct vdi_state *s;
 	int ret = SD_RES_NO_VDI;
 
-	pthread_rwlock_rdlock(&vdi_lock);
+	sd_rw_rdlock(&vdi_lock);
 	s = lookup_vid(vid);
 	if (s && !s->deleted) {
 		attr->shift = s->shift;
@@ -207,7 +207,7 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
 		attr->size = s->size;
 		ret = SD_RES_SUCCESS;
 	}
-	pthread_rwlock_unlock(&vdi_lock);
+	sd_rw_unlock(&vdi_lock);
 	return ret;
 }
 

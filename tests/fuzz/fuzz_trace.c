@@ -7,7 +7,7 @@
  * without trace_init() (which would patch this process): no function has a
  * trace site here, so a START that passes every check ends in NO_MATCH and
  * never patches. parse_start() is also called directly, to check that
- * every pattern it returns lies inside the payload.
+ * every string it returns (name, patterns, options) lies inside the payload.
  *
  * Input: a 48-byte request header (opcode: START unless it is STATUS or
  * STOP), then the payload; data_length is the payload's length, as
@@ -17,12 +17,26 @@
 
 #include "fuzz.h"
 
+/* a string parse_start returned lies inside the payload, NUL-terminated there */
+static void check_inside(const char *p, const char *payload, size_t len)
+{
+	FUZZ_ASSERT(p >= payload && p < payload + len);
+	FUZZ_ASSERT(memchr(p, '\0', payload + len - p));
+}
+
+static void check_all(const char *const *v, size_t nr, const char *payload, size_t len)
+{
+	FUZZ_ASSERT(nr <= TRACE_MAX_PATTERNS);
+	for (size_t i = 0; i < nr; i++)
+		check_inside(v[i], payload, len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sd_req rq;
 	struct sd_rsp rsp;
-	const char *pats[TRACE_MAX_PATTERNS], *name;
-	size_t nr_pats, len;
+	struct start_args a;
+	size_t len;
 	char *payload;
 	int ret;
 
@@ -36,14 +50,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(payload, data + sizeof(rq), len);
 	rq.data_length = (uint32_t)len;
 
-	if (parse_start(payload, len, &name, pats, &nr_pats) == SD_RES_SUCCESS) {
-		FUZZ_ASSERT(nr_pats <= TRACE_MAX_PATTERNS);
-		FUZZ_ASSERT(!len || (name >= payload && name < payload + len));
-		for (size_t i = 0; i < nr_pats; i++) {
-			FUZZ_ASSERT(pats[i] > payload && pats[i] < payload + len);
-			FUZZ_ASSERT(memchr(pats[i], '\0', payload + len - pats[i]));
-		}
-		trace_find_tracer(name);
+	if (parse_start(payload, len, &a) == SD_RES_SUCCESS && len) {
+		check_inside(a.tracer, payload, len);
+		check_all(a.pats, a.nr_pats, payload, len);
+		check_all(a.skip, a.nr_skip, payload, len);
+		check_all(a.roots, a.nr_roots, payload, len);
+		check_all(a.main_only, a.nr_main_only, payload, len);
+		check_all(a.worker_only, a.nr_worker_only, payload, len);
+		if (a.thread)
+			check_inside(a.thread, payload, len);
+		trace_find_tracer(a.tracer);
 	}
 
 	if (rq.opcode != SD_OP_TRACE_STATUS && rq.opcode != SD_OP_TRACE_STOP)
