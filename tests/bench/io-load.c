@@ -224,38 +224,6 @@ static void make_req(const struct op *op, int slot, struct sd_req *hdr)
 	}
 }
 
-static int send_full(const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(g.fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int recv_full(void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(g.fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void *sheep_sender(void *arg)
 {
 	for (;;) {
@@ -294,9 +262,9 @@ static void *sheep_sender(void *arg)
 		make_req(&op, slot, &hdr);
 		pthread_cond_broadcast(&g.cond); /* the receiver waits for work */
 		pthread_mutex_unlock(&g.lock);
-		if (send_full(&hdr, sizeof(hdr)) ||
+		if (sd_write_full(g.fd, &hdr, sizeof(hdr)) ||
 		    (hdr.flags & SD_FLAG_CMD_WRITE &&
-		     send_full(op.inode_update ? (void *)&g.vid : g.wbuf, hdr.data_length)))
+		     sd_write_full(g.fd, op.inode_update ? (void *)&g.vid : g.wbuf, hdr.data_length)))
 			die("send failed", errno);
 	}
 }
@@ -320,9 +288,9 @@ static void *sheep_receiver(void *arg)
 		pthread_mutex_unlock(&g.lock);
 		if (done)
 			break;
-		if (recv_full(&rsp, sizeof(rsp)))
+		if (sd_read_full(g.fd, &rsp, sizeof(rsp)))
 			die("the sheep closed the connection", 0);
-		if (rsp.data_length > OBJ || (rsp.data_length && recv_full(rbuf, rsp.data_length)))
+		if (rsp.data_length > OBJ || (rsp.data_length && sd_read_full(g.fd, rbuf, rsp.data_length)))
 			die("bad reply", 0);
 		if (rsp.result) {
 			fprintf(stderr, "io-load: %s\n", sd_strerror(rsp.result));

@@ -16,6 +16,7 @@
  * headers it accepts.
  */
 #include "../../sheep/vdi.c"
+#include "fuzz_vdi.h"
 
 #include "fuzz.h"
 
@@ -37,19 +38,6 @@ static void check_header(uint32_t vid)
 	vdi_copies(vid);
 }
 
-static void forget_all(void)
-{
-	for (int i = 0; i < VDI_HASH_SIZE; i++) {
-		while (vdi_hash[i]) {
-			struct vdi_state *s = vdi_hash[i];
-
-			vdi_hash[i] = s->hnext;
-			free(s);
-		}
-	}
-	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sd_inode_header *h = calloc(1, sizeof(*h)), *back = malloc(sizeof(*h));
@@ -69,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pthread_rwlock_unlock(&vdi_lock);
 	vdi_inode_recovered(vid, h);
 	check_header(vid);
-	forget_all();
+	fuzz_forget_vdis();
 
 	/* from the store at start-up */
 	if (sd_store->create_and_write(oid, 0, h, sizeof(*h), 0, false) == SD_RES_SUCCESS) {
@@ -81,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pthread_rwlock_unlock(&vdi_lock);
 		sd_store->remove(oid);
 	}
-	forget_all();
+	fuzz_forget_vdis();
 out_free:
 	free(back);
 	free(h);

@@ -10,6 +10,7 @@
  * are the NOTIFY payloads of real local-driver logs).
  */
 #include "../../sheep/vdi.c"
+#include "fuzz_vdi.h"
 
 #include "fuzz.h"
 
@@ -17,19 +18,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	fuzz_sheep_setup(true);
 	return 0;
-}
-
-static void forget_vdis(void)
-{
-	for (int i = 0; i < VDI_HASH_SIZE; i++) {
-		while (vdi_hash[i]) {
-			struct vdi_state *s = vdi_hash[i];
-
-			vdi_hash[i] = s->hnext;
-			free(s);
-		}
-	}
-	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,6 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ordered_deliver(msg, size, 2);
 	free(msg);
 	fuzz_store_wipe();
-	forget_vdis();
+	fuzz_forget_vdis();
 	return 0;
 }

@@ -19,6 +19,7 @@
  */
 #include "../../sheep/request.c"
 #include "../../sheep/vdi.c"
+#include "fuzz_vdi.h"
 
 #include <stdio.h>
 #include <sys/ioctl.h>
@@ -68,19 +69,6 @@ static int parse_expected(const uint8_t *data, size_t size, struct expect *exp, 
 }
 
 #define MAX_EXPECT 4096
-
-static void forget_vdis(void)
-{
-	for (int i = 0; i < VDI_HASH_SIZE; i++) {
-		while (vdi_hash[i]) {
-			struct vdi_state *s = vdi_hash[i];
-
-			vdi_hash[i] = s->hnext;
-			free(s);
-		}
-	}
-	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
-}
 
 static void init_client(struct client_info *ci, int fd)
 {
@@ -172,6 +160,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(nr_rsp == nr_exp);
 	free(out);
 	fuzz_store_wipe();
-	forget_vdis();
+	fuzz_forget_vdis();
 	return 0;
 }
