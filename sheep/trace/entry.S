@@ -38,6 +38,36 @@
 
 	.text
 
+/*
+ * The slow paths call C, which may use the vector argument registers the
+ * traced function's caller passed: keep xmm0-7 below the saved ones.
+ */
+.macro save_xmm
+	subq	$128, %rsp
+	.cfi_adjust_cfa_offset 128
+	movdqu	%xmm0, 0(%rsp)
+	movdqu	%xmm1, 16(%rsp)
+	movdqu	%xmm2, 32(%rsp)
+	movdqu	%xmm3, 48(%rsp)
+	movdqu	%xmm4, 64(%rsp)
+	movdqu	%xmm5, 80(%rsp)
+	movdqu	%xmm6, 96(%rsp)
+	movdqu	%xmm7, 112(%rsp)
+.endm
+
+.macro restore_xmm
+	movdqu	0(%rsp), %xmm0
+	movdqu	16(%rsp), %xmm1
+	movdqu	32(%rsp), %xmm2
+	movdqu	48(%rsp), %xmm3
+	movdqu	64(%rsp), %xmm4
+	movdqu	80(%rsp), %xmm5
+	movdqu	96(%rsp), %xmm6
+	movdqu	112(%rsp), %xmm7
+	addq	$128, %rsp
+	.cfi_adjust_cfa_offset -128
+.endm
+
 	.globl	trace_entry_tramp
 	.type	trace_entry_tramp, @function
 	.p2align 4
@@ -98,29 +128,11 @@ trace_entry_tramp:
 	ret
 3:	/* slow path: this thread has no buffer for this session yet */
 	.cfi_adjust_cfa_offset 64
-	subq	$128, %rsp
-	.cfi_adjust_cfa_offset 128
-	movdqu	%xmm0, 0(%rsp)
-	movdqu	%xmm1, 16(%rsp)
-	movdqu	%xmm2, 32(%rsp)
-	movdqu	%xmm3, 48(%rsp)
-	movdqu	%xmm4, 64(%rsp)
-	movdqu	%xmm5, 80(%rsp)
-	movdqu	%xmm6, 96(%rsp)
-	movdqu	%xmm7, 112(%rsp)
+	save_xmm
 	movq	192(%rsp), %rdi
 	leaq	200(%rsp), %rsi
 	call	trace_entry_slow@PLT
-	movdqu	0(%rsp), %xmm0
-	movdqu	16(%rsp), %xmm1
-	movdqu	32(%rsp), %xmm2
-	movdqu	48(%rsp), %xmm3
-	movdqu	64(%rsp), %xmm4
-	movdqu	80(%rsp), %xmm5
-	movdqu	96(%rsp), %xmm6
-	movdqu	112(%rsp), %xmm7
-	addq	$128, %rsp
-	.cfi_adjust_cfa_offset -128
+	restore_xmm
 	cmpl	$TRACE_HOOK_UNTRACED, %eax
 	jmp	1b
 	.cfi_endproc
@@ -206,29 +218,11 @@ trace_func_tramp:
 	ret
 3:	/* slow path: this thread has no buffer for this session yet */
 	.cfi_adjust_cfa_offset 64
-	subq	$128, %rsp
-	.cfi_adjust_cfa_offset 128
-	movdqu	%xmm0, 0(%rsp)
-	movdqu	%xmm1, 16(%rsp)
-	movdqu	%xmm2, 32(%rsp)
-	movdqu	%xmm3, 48(%rsp)
-	movdqu	%xmm4, 64(%rsp)
-	movdqu	%xmm5, 80(%rsp)
-	movdqu	%xmm6, 96(%rsp)
-	movdqu	%xmm7, 112(%rsp)
+	save_xmm
 	movq	192(%rsp), %rdi
 	movq	200(%rsp), %rsi
 	call	trace_func_slow@PLT
-	movdqu	0(%rsp), %xmm0
-	movdqu	16(%rsp), %xmm1
-	movdqu	32(%rsp), %xmm2
-	movdqu	48(%rsp), %xmm3
-	movdqu	64(%rsp), %xmm4
-	movdqu	80(%rsp), %xmm5
-	movdqu	96(%rsp), %xmm6
-	movdqu	112(%rsp), %xmm7
-	addq	$128, %rsp
-	.cfi_adjust_cfa_offset -128
+	restore_xmm
 	jmp	1b
 	.cfi_endproc
 	.size	trace_func_tramp, .-trace_func_tramp
