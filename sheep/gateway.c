@@ -483,30 +483,48 @@ int gateway_create_and_write_obj(struct request *req)
 	return ret;
 }
 
-/* flush here and on every other node of the ring */
+/* what a flush makes durable on one node: a VDI's writes, or everything */
+int gateway_store_flush(uint64_t oid)
+{
+	uint32_t vid = oid_to_vid(oid);
+
+	return vid && sd_store->flush_vdi ? sd_store->flush_vdi(vid) : sd_store->flush();
+}
+
+/*
+ * Flush here and on every other node of the ring, all at once: the VDI's
+ * objects written without sync since its last flush (the oid names the
+ * VDI), not every other tenant's dirty pages.
+ */
 int gateway_flush_vdi(struct request *req)
 {
 	struct epoch_ring *er = group_ring_get();
-	int ret = sd_store->flush();
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
+	int fds[SD_MAX_NODES], ret;
 
 	if (!er)
-		return ret;
+		return gateway_store_flush(req->rq.obj.oid);
+	rq.epoch = er->epoch;
+	rq.obj.oid = req->rq.obj.oid;
 	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		const struct sd_node_id *nid = &er->ring.nodes[i].nid;
-		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER,
-				     .epoch = er->epoch };
-		struct sd_rsp rsp;
-		int fd, r;
-
+		fds[i] = -1;
 		if (i == er->local_idx)
 			continue;
-		fd = peer_conn_get(nid);
-		if (fd < 0)
-			continue; /* a dead node has nothing left to flush */
-		r = peer_send(fd, &rq, NULL);
-		if (!r)
-			r = peer_recv(fd, &rsp, NULL, 0);
-		peer_conn_put(nid, fd, r == 0);
+		fds[i] = peer_conn_get(&er->ring.nodes[i].nid);
+		if (fds[i] >= 0 && peer_send(fds[i], &rq, NULL)) {
+			peer_conn_put(&er->ring.nodes[i].nid, fds[i], false);
+			fds[i] = -1; /* a dead node has nothing left to flush */
+		}
+	}
+	ret = gateway_store_flush(req->rq.obj.oid);
+	for (int i = 0; i < er->ring.nr_nodes; i++) {
+		struct sd_rsp rsp;
+		int r;
+
+		if (fds[i] < 0)
+			continue;
+		r = peer_recv(fds[i], &rsp, NULL, 0);
+		peer_conn_put(&er->ring.nodes[i].nid, fds[i], r == 0);
 		if (!r && rsp.result != SD_RES_SUCCESS && ret == SD_RES_SUCCESS &&
 		    rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER)
 			ret = rsp.result;

@@ -275,6 +275,7 @@ int nbd_init(const char *addr, int port, int nr_threads);
 int gateway_read_obj(struct request *req);
 int gateway_write_obj(struct request *req);
 int gateway_create_and_write_obj(struct request *req);
+int gateway_store_flush(uint64_t oid);
 int gateway_flush_vdi(struct request *req);
 /*
  * Object I/O on the replicas for the daemon's own use (inodes): copies 0
