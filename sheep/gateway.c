@@ -3,7 +3,8 @@
  * request and forwards it to the replica nodes that the ring of the current
  * epoch names for the oid (the local replica goes straight to the store).
  *
- * - Writes go to every replica, sent to all before waiting for any, and
+ * - Writes go to every replica at once (sender threads for large payloads,
+ *   overlapping the local write), and
  *   succeed only when every replica acknowledged. With fewer live nodes than
  *   copies a write fails with SD_RES_HALT: redundancy is never dropped
  *   silently.
@@ -21,6 +22,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -153,45 +155,108 @@ static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 	return ret;
 }
 
-/* write to every replica: send to all, then the local one, then collect */
+/*
+ * One remote replica's part of a write. A payload too large for the socket
+ * buffers gets a sender thread of its own, so that the sends to every
+ * replica and the local write overlap: a write takes as long as its slowest
+ * replica, not their sum. A small one is sent inline (the send returns at
+ * once) and its answer collected after the local write.
+ */
+#define GW_THREAD_MIN_LEN (64 * 1024)
+#define GW_SENDER_STACK (256 * 1024)
+
+struct gw_send {
+	const struct sd_node_id *nid;
+	const struct sd_req *rq;
+	const void *buf;
+	int fd;
+	int result;
+	bool threaded;
+	pthread_t th;
+};
+
+static int gw_send_finish(struct gw_send *s)
+{
+	struct sd_rsp rsp;
+	int r;
+
+	if (s->fd < 0)
+		return SD_RES_NETWORK;
+	r = peer_recv(s->fd, &rsp, NULL, 0);
+	peer_conn_put(s->nid, s->fd, r == 0);
+	s->fd = -1;
+	return r ? SD_RES_NETWORK : (int)rsp.result;
+}
+
+static void gw_send_start(struct gw_send *s)
+{
+	s->fd = peer_conn_get(s->nid);
+	if (s->fd >= 0 && peer_send(s->fd, s->rq, s->buf)) {
+		peer_conn_put(s->nid, s->fd, false);
+		s->fd = -1;
+	}
+}
+
+static void *gw_sender(void *arg)
+{
+	struct gw_send *s = arg;
+
+	gw_send_start(s);
+	s->result = gw_send_finish(s);
+	return NULL;
+}
+
+/* write to every replica at once: remote sends overlap the local write */
 static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 {
-	int idx[SD_MAX_NODES], fds[SD_MAX_NODES];
+	int idx[SD_MAX_NODES];
 	int n = ring_map(&er->ring, io->oid, io->copies, idx);
 	int ret = SD_RES_SUCCESS, r;
-	bool local = false;
+	bool local = false, threads;
+	struct gw_send sends[SD_MAX_NODES];
+	pthread_attr_t attr;
 	struct sd_req rq;
 
 	if (n < io->copies)
 		return SD_RES_HALT;
 	make_peer_req(&rq, io, er->epoch);
+	threads = rq.data_length >= GW_THREAD_MIN_LEN && (rq.flags & SD_FLAG_CMD_WRITE);
+	if (threads) {
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, GW_SENDER_STACK);
+	}
 	for (int i = 0; i < n; i++) {
-		fds[i] = -1;
+		struct gw_send *s = &sends[i];
+
+		*s = (struct gw_send){ &er->ring.nodes[idx[i]].nid, &rq, io->buf, -1, 0 };
 		if (idx[i] == er->local_idx) {
 			local = true;
 			continue;
 		}
-		fds[i] = peer_conn_get(&er->ring.nodes[idx[i]].nid);
-		if (fds[i] >= 0 && peer_send(fds[i], &rq, io->buf)) {
-			peer_conn_put(&er->ring.nodes[idx[i]].nid, fds[i], false);
-			fds[i] = -1;
+		if (threads && !pthread_create(&s->th, &attr, gw_sender, s)) {
+			s->threaded = true;
+			continue;
 		}
-		if (fds[i] < 0)
-			ret = SD_RES_NETWORK;
+		gw_send_start(s);
 	}
+	if (threads)
+		pthread_attr_destroy(&attr);
 	if (local) {
 		r = local_io(io);
 		if (r != SD_RES_SUCCESS && !retryable(ret))
 			ret = r;
 	}
 	for (int i = 0; i < n; i++) {
-		struct sd_rsp rsp;
+		struct gw_send *s = &sends[i];
 
-		if (fds[i] < 0)
+		if (idx[i] == er->local_idx)
 			continue;
-		r = peer_recv(fds[i], &rsp, NULL, 0);
-		peer_conn_put(&er->ring.nodes[idx[i]].nid, fds[i], r == 0);
-		r = r ? SD_RES_NETWORK : (int)rsp.result;
+		if (s->threaded) {
+			pthread_join(s->th, NULL);
+			r = s->result;
+		} else {
+			r = gw_send_finish(s);
+		}
 		/* removing what a replica does not have is no failure */
 		if (io->opcode == SD_OP_REMOVE_PEER && r == SD_RES_NO_OBJ)
 			r = SD_RES_SUCCESS;
@@ -418,30 +483,48 @@ int gateway_create_and_write_obj(struct request *req)
 	return ret;
 }
 
-/* flush here and on every other node of the ring */
+/* what a flush makes durable on one node: a VDI's writes, or everything */
+int gateway_store_flush(uint64_t oid)
+{
+	uint32_t vid = oid_to_vid(oid);
+
+	return vid && sd_store->flush_vdi ? sd_store->flush_vdi(vid) : sd_store->flush();
+}
+
+/*
+ * Flush here and on every other node of the ring, all at once: the VDI's
+ * objects written without sync since its last flush (the oid names the
+ * VDI), not every other tenant's dirty pages.
+ */
 int gateway_flush_vdi(struct request *req)
 {
 	struct epoch_ring *er = group_ring_get();
-	int ret = sd_store->flush();
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
+	int fds[SD_MAX_NODES], ret;
 
 	if (!er)
-		return ret;
+		return gateway_store_flush(req->rq.obj.oid);
+	rq.epoch = er->epoch;
+	rq.obj.oid = req->rq.obj.oid;
 	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		const struct sd_node_id *nid = &er->ring.nodes[i].nid;
-		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER,
-				     .epoch = er->epoch };
-		struct sd_rsp rsp;
-		int fd, r;
-
+		fds[i] = -1;
 		if (i == er->local_idx)
 			continue;
-		fd = peer_conn_get(nid);
-		if (fd < 0)
-			continue; /* a dead node has nothing left to flush */
-		r = peer_send(fd, &rq, NULL);
-		if (!r)
-			r = peer_recv(fd, &rsp, NULL, 0);
-		peer_conn_put(nid, fd, r == 0);
+		fds[i] = peer_conn_get(&er->ring.nodes[i].nid);
+		if (fds[i] >= 0 && peer_send(fds[i], &rq, NULL)) {
+			peer_conn_put(&er->ring.nodes[i].nid, fds[i], false);
+			fds[i] = -1; /* a dead node has nothing left to flush */
+		}
+	}
+	ret = gateway_store_flush(req->rq.obj.oid);
+	for (int i = 0; i < er->ring.nr_nodes; i++) {
+		struct sd_rsp rsp;
+		int r;
+
+		if (fds[i] < 0)
+			continue;
+		r = peer_recv(fds[i], &rsp, NULL, 0);
+		peer_conn_put(&er->ring.nodes[i].nid, fds[i], r == 0);
 		if (!r && rsp.result != SD_RES_SUCCESS && ret == SD_RES_SUCCESS &&
 		    rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER)
 			ret = rsp.result;

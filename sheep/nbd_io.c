@@ -358,13 +358,14 @@ static int do_trim_or_zero(struct nbd_io *io)
 	return ret;
 }
 
-/* FLUSH_VDI's work: this node's store and every other node's */
-static int flush_all(void)
+/* FLUSH_VDI's work for the export's VDI: this node's store and every other node's */
+static int flush_all(uint32_t vid)
 {
 	struct request r;
 
 	memset(&r, 0, sizeof(r));
 	r.rq.opcode = SD_OP_FLUSH_VDI;
+	r.rq.obj.oid = vid_to_vdi_oid(vid);
 	return gateway_flush_vdi(&r);
 }
 
@@ -437,7 +438,7 @@ void nbd_io_work(struct work *w)
 		ret = do_write(io, NULL); /* FUA: every object write is synchronous */
 		break;
 	case NBD_CMD_FLUSH:
-		ret = flush_all();
+		ret = flush_all(io->exp->vid);
 		break;
 	case NBD_CMD_TRIM:
 	case NBD_CMD_WRITE_ZEROES:

@@ -71,6 +71,44 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * --recovery-max-bandwidth: the background fetchers together copy at most
+ * this many bytes per second (0: unlimited), so that clients keep the disk
+ * and the network. A token bucket with no burst: each fetched object moves
+ * the next allowed start later by its size / rate, and the fetcher sleeps
+ * until then (in slices, so that a new epoch is seen). A client's write
+ * that fetches a missing object first (recovery_write) is never paced.
+ */
+static uint64_t max_bw = (uint64_t)RECOVERY_DEFAULT_BW * 1000000; /* bytes/s */
+static pthread_mutex_t pace_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t pace_next_ns;
+
+static bool superseded(uint32_t epoch);
+
+void recovery_set_max_bandwidth(uint64_t mb_per_s)
+{
+	max_bw = mb_per_s * 1000000;
+}
+
+static void pace(const struct epoch_ring *er, uint64_t bytes)
+{
+	uint64_t now = sd_now_ns(), until;
+
+	if (!max_bw)
+		return;
+	sd_mutex_lock(&pace_lock);
+	if (pace_next_ns < now)
+		pace_next_ns = now;
+	pace_next_ns += bytes * 1000000000 / max_bw;
+	until = pace_next_ns;
+	sd_mutex_unlock(&pace_lock);
+	while ((now = sd_now_ns()) < until && !superseded(er->epoch)) {
+		uint64_t ms = (until - now) / 1000000 + 1;
+
+		sleep_ms(ms > 100 ? 100 : (int)ms);
+	}
+}
+
 /* the replica layer's lock of oid: creates of oid wait for its fetch */
 static pthread_mutex_t *oid_lock(uint64_t oid)
 {
@@ -506,14 +544,18 @@ static void *fetcher(void *arg)
 	while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->set->nr &&
 	       !superseded(job->er->epoch)) {
 		struct obj_entry *e = &job->set->e[i];
+		bool had;
 		int r;
 
 		if (!e->oid)
 			continue;
 		sd_mutex_lock(oid_lock(e->oid));
+		had = sd_store->exist(e->oid);
 		/* not synced one by one: fetch_all syncs them all at the end */
 		r = fetch_locked(job->er, e->oid, e->live, e->stale, false);
 		sd_mutex_unlock(oid_lock(e->oid));
+		if (r == SD_RES_SUCCESS && !had)
+			pace(job->er, object_size(e->oid));
 		/* deleted meanwhile: nothing to hold, nothing failed */
 		if (r != SD_RES_SUCCESS && deleted_has(e->oid))
 			r = SD_RES_SUCCESS;

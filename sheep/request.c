@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 
@@ -37,6 +38,8 @@ struct client_info {
 	bool dead;
 	bool close_after_tx;
 	bool rx_paused;
+	bool mem_wait; /* rx_req waits for payload memory (in mem_waiters) */
+	struct list_node mem_node;
 	uint32_t events;
 
 	struct sd_req hdr;
@@ -108,6 +111,112 @@ static void buf_put(void *p, uint32_t cap)
 	buf_cache_bytes += cap;
 }
 
+/*
+ * Bounded payload memory (main thread only). The payload buffers of client
+ * requests (what they send and what their replies carry) count against
+ * max_inflight_bytes; a request whose payload would go past it waits, its
+ * header read, with its connection out of the poll set (backpressure: TCP
+ * stops the client), until enough payload is freed. Nothing is failed or
+ * dropped. One request is always let through, however large, so that a
+ * bound below one payload cannot stall. Peer and recovery requests are not
+ * counted: a gateway waits on its peers while holding its client's payload,
+ * and a peer that waited for memory held by such gateways would deadlock
+ * them; their number is bounded by the worker queues.
+ */
+static uint64_t inflight_bytes, max_inflight_bytes = UINT64_C(64) << 20;
+static LIST_HEAD(mem_waiters);
+/* payload was freed while connections wait: resume them from the loop */
+static int mem_event_fd = -1;
+static bool mem_event_armed;
+
+void request_set_max_inflight(uint64_t bytes)
+{
+	max_inflight_bytes = bytes;
+}
+
+static bool mem_counted(const struct sd_req *rq)
+{
+	const struct sd_op_template *op = get_sd_op(rq->opcode);
+
+	return !op || (op->type != OP_PEER && op->type != OP_FETCH);
+}
+
+static bool mem_admit(uint32_t len)
+{
+	return inflight_bytes == 0 || inflight_bytes + len <= max_inflight_bytes;
+}
+
+/* the payload of a request: counted, or marked to wait for memory (NULL) */
+static int req_alloc_data(struct request *req)
+{
+	uint32_t len = req->rq.data_length, cap = UINT32_C(1) << buf_shift(len);
+	bool counted = mem_counted(&req->rq);
+
+	if (counted && !mem_admit(cap < len ? len : cap))
+		return -EAGAIN;
+	req->data = buf_get(len, &req->data_cap);
+	if (!req->data)
+		return -ENOMEM;
+	if (counted) {
+		req->mem_held = req->data_cap;
+		inflight_bytes += req->mem_held;
+	}
+	return 0;
+}
+
+static void update_events(struct client_info *ci);
+static __attribute__((noinline)) void client_put(struct client_info *ci);
+
+static void client_rx(struct client_info *ci);
+
+/*
+ * Give memory to the connections that wait for it, first come first, and
+ * go on with the request each has read the header of (a read has nothing
+ * more to arrive: no poll event would come for it). From the event loop,
+ * never from inside free_request, whose callers walk their lists.
+ */
+static void mem_resume(int fd, uint32_t events, void *data)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		sd_debug("mem event: %m");
+	mem_event_armed = false;
+	while (!list_empty(&mem_waiters)) {
+		struct client_info *ci = list_first_entry(&mem_waiters, struct client_info,
+							  mem_node);
+		struct request *req = ci->rx_req;
+
+		if (!ci->dead && req) {
+			int ret = req_alloc_data(req);
+
+			if (ret == -EAGAIN)
+				return;
+			if (ret) {
+				ci->close_after_tx = true;
+				req->rq.flags &= ~SD_FLAG_CMD_WRITE;
+				req->rp.result = SD_RES_NO_MEM;
+			}
+		}
+		list_del(&ci->mem_node);
+		ci->mem_wait = false;
+		update_events(ci);
+		if (!ci->dead)
+			client_rx(ci);
+		client_put(ci);
+	}
+}
+
+static void mem_kick(void)
+{
+	uint64_t one = 1;
+
+	if (mem_event_armed || list_empty(&mem_waiters))
+		return;
+	if (write(mem_event_fd, &one, sizeof(one)) == sizeof(one))
+		mem_event_armed = true;
+}
+
 /* not inlined: gcc cannot see that callers hold a reference */
 static __attribute__((noinline)) void client_put(struct client_info *ci)
 {
@@ -121,6 +230,10 @@ static void free_request(struct request *req)
 
 	ci->nr_inflight--;
 	buf_put(req->data, req->data_cap);
+	if (req->mem_held) {
+		inflight_bytes -= req->mem_held;
+		mem_kick();
+	}
 	free(req);
 	client_put(ci);
 }
@@ -131,7 +244,7 @@ static void update_events(struct client_info *ci)
 
 	if (ci->dead)
 		return;
-	if (!ci->rx_paused && !ci->close_after_tx)
+	if (!ci->rx_paused && !ci->mem_wait && !ci->close_after_tx)
 		ev |= EPOLLIN;
 	if (!list_empty(&ci->tx_queue))
 		ev |= EPOLLOUT;
@@ -384,8 +497,14 @@ static struct request *new_request(struct client_info *ci)
 		return req;
 	}
 	if (req->rq.data_length) {
-		req->data = buf_get(req->rq.data_length, &req->data_cap);
-		if (!req->data) {
+		int ret = req_alloc_data(req);
+
+		if (ret == -EAGAIN) {
+			/* rx_one parks the connection until memory is freed */
+			ci->mem_wait = true;
+			return req;
+		}
+		if (ret) {
 			ci->close_after_tx = true;
 			req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 			req->rp.result = SD_RES_NO_MEM;
@@ -414,7 +533,15 @@ static int rx_one(struct client_info *ci)
 			close_client(ci);
 			return -1;
 		}
+		if (ci->mem_wait) {
+			ci->refcnt++; /* held by mem_waiters */
+			list_add_tail(&ci->mem_node, &mem_waiters);
+			update_events(ci);
+			return 0;
+		}
 	}
+	if (ci->mem_wait)
+		return 0;
 	struct request *req = ci->rx_req;
 	uint32_t want = (req->rq.flags & SD_FLAG_CMD_WRITE) ? req->rq.data_length : 0;
 
@@ -591,6 +718,12 @@ int create_listen_port(const char *bind_addr, int port)
 	if (accept_timer_fd < 0)
 		return -errno;
 	ret = ev_add(accept_timer_fd, EPOLLIN, accept_resume, NULL);
+	if (ret)
+		return ret;
+	mem_event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (mem_event_fd < 0)
+		return -errno;
+	ret = ev_add(mem_event_fd, EPOLLIN, mem_resume, NULL);
 	if (ret)
 		return ret;
 	for (int i = 0; i < nr; i++) {

@@ -36,6 +36,11 @@ static int nr_vnodes = SD_DEFAULT_VNODES;
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
 
+enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW };
+
+/* --max-inflight-bytes (0: the default, from the worker count) */
+static uint64_t max_inflight;
+
 static const struct option long_options[] = {
 	{ "port", required_argument, NULL, 'p' },
 	{ "bind", required_argument, NULL, 'b' },
@@ -48,6 +53,8 @@ static const struct option long_options[] = {
 	{ "hang-threshold", required_argument, NULL, 'H' },
 	{ "metrics", required_argument, NULL, 'M' },
 	{ "nbd", optional_argument, NULL, 'N' },
+	{ "max-inflight-bytes", required_argument, NULL, OPT_MAX_INFLIGHT },
+	{ "recovery-max-bandwidth", required_argument, NULL, OPT_RECOVERY_BW },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -81,13 +88,18 @@ static void usage(FILE *f, const char *prog)
 		"      --nbd [ADDR:]PORT  serve every VDI over NBD on ADDR (default 127.0.0.1)\n"
 		"                         and PORT (default %d): nbd://ADDR:PORT/NAME, and\n"
 		"                         NAME@TAG or NAME@ID for a snapshot (read-only)\n"
+		"      --max-inflight-bytes SIZE  client payload held in memory at once; past\n"
+		"                         it, connections that send more wait (default:\n"
+		"                         (threads + 2) x 4 MiB)\n"
+		"      --recovery-max-bandwidth MB  recovery fetches at most MB MB/s on this\n"
+		"                         node (default %d, 0: unlimited)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
 		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES,
-		DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT);
+		DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW);
 }
 
 static volatile bool stop_requested;
@@ -307,6 +319,24 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			}
 			metrics_arg = optarg;
 			break;
+		case OPT_MAX_INFLIGHT:
+			if (sd_parse_size(optarg, &v) || v < 4096 || v > (UINT64_C(1) << 40)) {
+				fprintf(stderr,
+					"sheep: invalid --max-inflight-bytes '%s' (4K-1T)\n",
+					optarg);
+				return -1;
+			}
+			max_inflight = v;
+			break;
+		case OPT_RECOVERY_BW:
+			if (sd_parse_uint(optarg, 0, 1000000, &v)) {
+				fprintf(stderr,
+					"sheep: invalid --recovery-max-bandwidth '%s' (0-1000000 MB/s)\n",
+					optarg);
+				return -1;
+			}
+			recovery_set_max_bandwidth(v);
+			break;
 		case 'h':
 			usage(stdout, argv[0]);
 			exit(0);
@@ -418,6 +448,8 @@ int main(int argc, char **argv)
 		sd_emerg("cannot load the vdis: %s", strerror(-ret));
 		return 1;
 	}
+	request_set_max_inflight(max_inflight ? max_inflight
+					      : (uint64_t)(threads + 2) * SD_DATA_OBJ_SIZE);
 	io_wq = wq_create("io", threads);
 	cluster_wq = wq_create("cluster", 1);
 	peer_wq = wq_create("peer", threads);

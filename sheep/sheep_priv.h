@@ -24,6 +24,7 @@ struct request {
 	void *data;	    /* payload in (writes) and out (reads) */
 	uint32_t data_cap;  /* bytes allocated at data (>= rq.data_length); replies
 			       never carry more than rq.data_length */
+	uint32_t mem_held;  /* of data_cap, counted against --max-inflight-bytes */
 	const struct sd_op_template *op;
 	struct client_info *ci;
 	struct work work;
@@ -73,6 +74,7 @@ void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
+void request_set_max_inflight(uint64_t bytes);
 /* stat.c's hang report for a request: opcode, oid, client, worker */
 void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
@@ -211,6 +213,9 @@ bool recovery_is_joining(void);
  * node that has it when this node should hold it but does not yet. Holds
  * the object's recovery lock across the fetch and the write. SD_RES_*.
  */
+/* --recovery-max-bandwidth's default, MB/s (0: unlimited) */
+#define RECOVERY_DEFAULT_BW 0
+void recovery_set_max_bandwidth(uint64_t mb_per_s);
 int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
 int recovery_op_stat(struct request *req);
 int recovery_op_fetch(struct request *req);
@@ -270,6 +275,7 @@ int nbd_init(const char *addr, int port, int nr_threads);
 int gateway_read_obj(struct request *req);
 int gateway_write_obj(struct request *req);
 int gateway_create_and_write_obj(struct request *req);
+int gateway_store_flush(uint64_t oid);
 int gateway_flush_vdi(struct request *req);
 /*
  * Object I/O on the replicas for the daemon's own use (inodes): copies 0

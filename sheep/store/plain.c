@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,114 @@ static struct obj_name obj_name(uint64_t oid)
 		n.s[i] = hex[oid & 0xf];
 	n.s[16] = '\0';
 	return n;
+}
+
+/*
+ * The dirty set: objects written without sync since they were last made
+ * durable (an open-addressing hash set of oids under one lock). A VDI's
+ * flush takes its objects out and fdatasyncs each, from a few threads,
+ * instead of syncing the filesystem with every other tenant's dirty pages.
+ * A create without sync also leaves the directory entry to sync: one fsync
+ * of the directory per flush that finds dir_dirty.
+ */
+#define DIRTY_MIN_SLOTS 1024
+#define FLUSH_THREADS 4
+
+static pthread_mutex_t dirty_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *dirty; /* 0: an empty slot (oid 0 is no object) */
+static size_t dirty_slots, dirty_nr;
+static bool dir_dirty;
+/* objects synced by flushes of one VDI, for the log and the tests */
+static uint64_t nr_vdi_synced;
+
+static size_t dirty_hash(uint64_t oid)
+{
+	return (size_t)((oid * UINT64_C(0x9e3779b97f4a7c15)) >> 20);
+}
+
+/* dirty_lock held; false when out of memory (the caller syncs at once) */
+static bool dirty_insert(uint64_t oid)
+{
+	size_t i;
+
+	if ((dirty_nr + 1) * 2 > dirty_slots) {
+		size_t nr = dirty_slots ? dirty_slots * 2 : DIRTY_MIN_SLOTS;
+		uint64_t *t = calloc(nr, sizeof(*t)), *old = dirty;
+
+		if (!t)
+			return false;
+		for (size_t j = 0; j < dirty_slots; j++) {
+			if (!old[j])
+				continue;
+			for (i = dirty_hash(old[j]) & (nr - 1); t[i]; i = (i + 1) & (nr - 1))
+				;
+			t[i] = old[j];
+		}
+		free(old);
+		dirty = t;
+		dirty_slots = nr;
+	}
+	for (i = dirty_hash(oid) & (dirty_slots - 1); dirty[i]; i = (i + 1) & (dirty_slots - 1))
+		if (dirty[i] == oid)
+			return true;
+	dirty[i] = oid;
+	dirty_nr++;
+	return true;
+}
+
+/* remember an unsynced write; 0, or -errno when it had to be synced now */
+static int mark_dirty(uint64_t oid, int fd, bool created)
+{
+	bool ok;
+
+	pthread_mutex_lock(&dirty_lock);
+	ok = dirty_insert(oid);
+	if (created)
+		dir_dirty = true;
+	pthread_mutex_unlock(&dirty_lock);
+	if (!ok && fd >= 0 && fdatasync(fd) < 0)
+		return -errno;
+	return 0;
+}
+
+/* take the objects of vid out of the set: a malloc'ed array, *nr of them */
+static uint64_t *dirty_take(uint32_t vid, size_t *nr, bool *dir)
+{
+	uint64_t *out = NULL, *keep = NULL;
+	size_t n = 0, k = 0;
+
+	pthread_mutex_lock(&dirty_lock);
+	*dir = dir_dirty;
+	dir_dirty = false;
+	if (dirty_nr) {
+		out = malloc(dirty_nr * sizeof(*out));
+		keep = malloc(dirty_nr * sizeof(*keep));
+	}
+	if (dirty_nr && (!out || !keep)) {
+		free(out);
+		free(keep);
+		dir_dirty = *dir;
+		pthread_mutex_unlock(&dirty_lock);
+		*nr = SIZE_MAX;
+		return NULL;
+	}
+	for (size_t i = 0; i < dirty_slots; i++) {
+		if (!dirty[i])
+			continue;
+		if (oid_to_vid(dirty[i]) == vid)
+			out[n++] = dirty[i];
+		else
+			keep[k++] = dirty[i];
+		dirty[i] = 0;
+	}
+	/* rebuild without vid's objects (linear probing has no plain delete) */
+	dirty_nr = 0;
+	for (size_t i = 0; i < k; i++)
+		dirty_insert(keep[i]);
+	pthread_mutex_unlock(&dirty_lock);
+	free(keep);
+	*nr = n;
+	return out;
 }
 
 static int err_to_res(int err)
@@ -111,6 +220,8 @@ static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off
 	ret = sd_pwrite_full(fd, buf, len, off);
 	if (!ret && sync && fdatasync(fd) < 0)
 		ret = -errno;
+	if (!ret && !sync)
+		ret = mark_dirty(oid, fd, false);
 	close(fd);
 	if (ret) {
 		sd_err("write %016" PRIx64 " failed: %s", oid, strerror(-ret));
@@ -209,6 +320,8 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 		goto out_unlink;
 	if (sync)
 		fsync(obj_dir_fd);
+	else if (mark_dirty(oid, -1, true))
+		return SD_RES_EIO;
 	return SD_RES_SUCCESS;
 
 out_unlink:
@@ -229,9 +342,92 @@ static int plain_remove(uint64_t oid)
 
 static int plain_flush(void)
 {
+	/* everything written before the syncfs is durable after it */
+	pthread_mutex_lock(&dirty_lock);
+	if (dirty)
+		memset(dirty, 0, dirty_slots * sizeof(*dirty));
+	dirty_nr = 0;
+	dir_dirty = false;
+	pthread_mutex_unlock(&dirty_lock);
 	if (syncfs(obj_dir_fd) < 0) {
 		sd_err("syncfs %s failed: %m", obj_dir);
 		return SD_RES_EIO;
+	}
+	return SD_RES_SUCCESS;
+}
+
+struct sync_job {
+	const uint64_t *oids;
+	size_t nr;
+	size_t next; /* atomic */
+	int ret;     /* the first error, -errno (atomic) */
+};
+
+static void *sync_worker(void *arg)
+{
+	struct sync_job *job = arg;
+	size_t i;
+
+	while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->nr) {
+		int fd = openat(obj_dir_fd, obj_name(job->oids[i]).s, O_RDONLY | O_CLOEXEC), err = 0;
+
+		if (fd < 0) {
+			if (errno != ENOENT) /* removed since: nothing to sync */
+				err = -errno;
+		} else {
+			if (fdatasync(fd) < 0)
+				err = -errno;
+			close(fd);
+		}
+		if (err) {
+			int zero = 0;
+
+			__atomic_compare_exchange_n(&job->ret, &zero, err, false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+/* make durable what vid wrote without sync since its last flush */
+static int plain_flush_vdi(uint32_t vid)
+{
+	struct sync_job job = { 0 };
+	pthread_t th[FLUSH_THREADS];
+	size_t nr;
+	bool dir;
+	int n = 0;
+	uint64_t *oids = dirty_take(vid, &nr, &dir);
+
+	if (nr == SIZE_MAX) /* no memory to sort them out: sync everything */
+		return plain_flush();
+	job.oids = oids;
+	job.nr = nr;
+	/* a few threads: the disk sees several syncs at once, as it would a syncfs */
+	while (nr > 1 && n < FLUSH_THREADS && (size_t)n < nr &&
+	       !pthread_create(&th[n], NULL, sync_worker, &job))
+		n++;
+	sync_worker(&job);
+	while (n--)
+		pthread_join(th[n], NULL);
+	if (dir && fsync(obj_dir_fd) < 0 && !job.ret)
+		job.ret = -errno;
+	if (job.ret) {
+		/* not durable: keep them dirty, for the next flush to try again */
+		pthread_mutex_lock(&dirty_lock);
+		for (size_t i = 0; i < nr; i++)
+			dirty_insert(oids[i]);
+		dir_dirty |= dir;
+		pthread_mutex_unlock(&dirty_lock);
+	}
+	__atomic_add_fetch(&nr_vdi_synced, nr, __ATOMIC_RELAXED);
+	sd_debug("flush of vid %06" PRIx32 ": %zu object(s) synced%s, %" PRIu64 " in all", vid,
+		 nr, dir ? " and the directory" : "",
+		 __atomic_load_n(&nr_vdi_synced, __ATOMIC_RELAXED));
+	free(oids);
+	if (job.ret) {
+		sd_err("flush of vid %06" PRIx32 " failed: %s", vid, strerror(-job.ret));
+		return err_to_res(-job.ret);
 	}
 	return SD_RES_SUCCESS;
 }
@@ -385,6 +581,7 @@ static const struct store_driver plain_store = {
 	.create_and_write = plain_create_and_write,
 	.remove = plain_remove,
 	.flush = plain_flush,
+	.flush_vdi = plain_flush_vdi,
 	.for_each = plain_for_each,
 	.stat = plain_stat,
 	.stale_all = plain_stale_all,

@@ -13,6 +13,8 @@
  *   already the write is applied to it.
  * - remove: SD_RES_NO_OBJ if absent.
  * - flush: make every earlier write durable.
+ * - flush_vdi: make durable every earlier write without sync to the objects
+ *   of one VDI (its data objects and its inode), and no more than needed.
  * - for_each: call fn for every stored object; stop at the first non-zero.
  * - stale_all: set every stored object aside as stale (a node that rejoins
  *   cannot know which of its objects missed writes). Stale objects are not
@@ -43,6 +45,7 @@ struct store_driver {
 				uint64_t off, bool sync);
 	int (*remove)(uint64_t oid);
 	int (*flush)(void);
+	int (*flush_vdi)(uint32_t vid);
 	int (*for_each)(int (*fn)(uint64_t oid, void *arg), void *arg);
 	int (*stat)(struct store_stat *st);
 	int (*stale_all)(uint64_t *nr);

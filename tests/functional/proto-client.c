@@ -368,6 +368,52 @@ static int scenario_release(void)
 	return lock_or_release(false);
 }
 
+/*
+ * cached-flush: $PC_NR (default 4) cached 4 KiB creates (SD_FLAG_CMD_CACHE,
+ * as QEMU sends them in writeback mode) to the first data objects of
+ * $PC_VDI, then FLUSH_VDI for it (PC_FLUSH=0: no flush)
+ */
+static int scenario_cached_flush(void)
+{
+	const char *name = getenv("PC_VDI"), *nr_s = getenv("PC_NR"), *fl = getenv("PC_FLUSH");
+	uint64_t nr = 4;
+	uint32_t vid = 0;
+	char buf[4096];
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int fd, ret;
+
+	if (!name || (nr_s && sd_parse_uint(nr_s, 0, 1024, &nr)))
+		return fprintf(stderr, "cached-flush: set PC_VDI (PC_NR)\n"), 2;
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, &vid);
+	if (ret != SD_RES_SUCCESS)
+		return fprintf(stderr, "cached-flush: lookup %s: %d\n", name, ret), 1;
+	fd = pc_connect(10000);
+	if (fd < 0)
+		return 1;
+	fill_pattern(buf, sizeof(buf), vid);
+	for (uint32_t i = 0; i < nr; i++) {
+		obj_hdr(&h, SD_OP_CREATE_AND_WRITE_OBJ, SD_FLAG_CMD_WRITE | SD_FLAG_CMD_CACHE,
+			vid_to_data_oid(vid, i), 0, sizeof(buf), 0, i);
+		ret = exec_req(fd, &h, buf, sizeof(buf), NULL, 0, &rsp);
+		if (ret)
+			transport_fail("CREATE_AND_WRITE_OBJ", ret);
+		if (rsp.result != SD_RES_SUCCESS)
+			printf("cached write %u: %s\n", i, res_name(rsp.result));
+	}
+	printf("%s: %u cached writes\n", name, (unsigned)nr);
+	if (!fl || strcmp(fl, "0")) {
+		obj_hdr(&h, SD_OP_FLUSH_VDI, SD_FLAG_CMD_CACHE, vid_to_vdi_oid(vid), 0, 0, 0,
+			(uint32_t)nr);
+		ret = exec_req(fd, &h, NULL, 0, NULL, 0, &rsp);
+		if (ret)
+			transport_fail("FLUSH_VDI", ret);
+		printf("FLUSH_VDI %s: %s\n", name, res_name(rsp.result));
+	}
+	close(fd);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -383,6 +429,7 @@ static const struct {
 	{ "unformatted", scenario_unformatted },
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
+	{ "cached-flush", scenario_cached_flush },
 	{ "wedge", scenario_wedge },
 	{ "lookup", scenario_lookup },
 	{ "set-tag", scenario_set_tag },
