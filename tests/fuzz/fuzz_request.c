@@ -116,6 +116,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			shutdown(sv[1], SHUT_WR);
 			shut = true;
 		}
+		/* payload memory freed while the connection waited for it: what
+		 * the event loop's mem event would do */
+		if (ci->mem_wait && mem_admit(0))
+			mem_resume(mem_event_fd, EPOLLIN, NULL);
 		/* what epoll would report: only the events the connection asked for */
 		ev = ci->events & (EPOLLIN | EPOLLOUT);
 		if (!ci->dead && ev)
