@@ -421,6 +421,7 @@ int main(int argc, char **argv)
 	group_set_news(&(struct group_news){ .joined = recovery_join,
 					     .epoch_changed = recovery_kick });
 	recovery_set_join_done(request_join_done);
+	ordered_set_done(request_done);
 	ret = group_init();
 	if (ret) {
 		sd_emerg("cannot read the cluster state in %s: %s", sys.dir, strerror(-ret));

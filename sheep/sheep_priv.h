@@ -175,6 +175,8 @@ void ordered_submit(struct request *req);
 void ordered_notify_header(struct request *req, uint32_t vid);
 /* main thread, from sd_notify_handler: apply a delivered op */
 void ordered_deliver(const void *msg, size_t len, int nr_members);
+/* how an applied request is answered (request.c's request_done): set by main */
+void ordered_set_done(void (*fn)(struct request *req));
 
 /* peer.c: sheep-to-sheep requests and the connection cache */
 int peer_op_read(struct request *req);
