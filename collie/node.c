@@ -121,6 +121,12 @@ static int node_info(int argc, char **argv)
 			continue;
 		}
 		snprintf(id, sizeof(id), "%u", i);
+		/*
+		 * The store's size: what it holds plus what it may still use.
+		 * The filesystem's size (store_size) also counts what other
+		 * programs keep there, which this node could never use.
+		 */
+		info.store_size = info.store_used + info.store_free;
 		print_usage_line(id, info.store_size, info.store_used, info.store_free,
 				 info.nr_objects);
 		tot_size += info.store_size;
@@ -209,7 +215,7 @@ static const char node_stat_help[] =
 
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
-	{ "info", "", OPT_RAW, "show the storage use of every node", node_info, NULL, 0, 0 },
+	{ "info", "", OPT_RAW, "show each node's store: size (used + avail), used, avail", node_info, NULL, 0, 0 },
 	{ "recovery", "", OPT_RAW, "show each node's recovery: epoch, state, objects fetched",
 	  node_recovery, NULL, 0, 0 },
 	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,

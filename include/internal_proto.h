@@ -111,6 +111,11 @@
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
 #define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
 #define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
+/*
+ * A peer could not be reached (connect, send or receive failed). Never on
+ * the wire: the gateway retries on a new ring, then answers SD_RES_EIO.
+ */
+#define SD_RES_NETWORK 0xA0
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0
@@ -145,7 +150,7 @@ struct sd_epoch_log {
 
 /* payload of SD_OP_STAT_SHEEP */
 struct sd_node_info {
-	uint64_t store_size;
+	uint64_t store_size; /* the size of the filesystem holding the store */
 	uint64_t store_free;
 	uint64_t store_used; /* bytes in object files */
 	uint64_t nr_objects;

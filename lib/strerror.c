@@ -46,6 +46,7 @@ static const char *const messages[] = {
 	[SD_RES_BUFFER_SMALL] = "the answer does not fit in the buffer given",
 	[SD_RES_NO_TRACER] = "no such tracer",
 	[SD_RES_TRACE_OFF] = "that tracer is not running",
+	[SD_RES_NETWORK] = "cannot reach a peer node",
 };
 
 const char *sd_strerror(int result)

@@ -33,8 +33,6 @@
 
 #define GW_RETRY_MS 10000
 #define GW_RETRY_SLEEP_MS 50
-/* a peer could not be reached: never on the wire, retried, then SD_RES_EIO */
-#define SD_RES_NETWORK 0x1000
 
 struct gw_io {
 	uint8_t opcode; /* SD_OP_*_PEER */

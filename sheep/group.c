@@ -10,7 +10,9 @@
  * Quorum: a node whose partition has no quorum (the cluster driver says
  * so, see cluster.h) counts no epoch and applies no event: it stops with
  * a failure status, so that the majority alone goes on. Restarted once
- * the network is back, it joins like any node (recovery_join).
+ * the network is back, it joins like any node. Membership news goes up
+ * through the callbacks that main registered (group_set_news): this file
+ * calls nothing above it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -303,6 +305,26 @@ static bool check_quorum(void)
 	return !is_quorum_lost;
 }
 
+/* membership news for the layer above (recovery), registered by main */
+static struct group_news news;
+
+void group_set_news(const struct group_news *n)
+{
+	news = *n;
+}
+
+static void news_joined(void)
+{
+	if (news.joined)
+		news.joined();
+}
+
+static void news_epoch_changed(void)
+{
+	if (news.epoch_changed)
+		news.epoch_changed();
+}
+
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 {
 	self_node = *me;
@@ -320,11 +342,11 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 		cs.joining = true;
 		sd_mutex_unlock(&cs_lock);
 		update_members(members, nr);
-		recovery_join();
+		news_joined();
 		return;
 	}
 	if (update_members(members, nr))
-		recovery_kick();
+		news_epoch_changed();
 }
 
 void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
@@ -339,7 +361,7 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 	if (!check_quorum())
 		return;
 	if (update_members(members, nr))
-		recovery_kick();
+		news_epoch_changed();
 }
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
@@ -362,20 +384,20 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 
 	sd_mutex_lock(&cs_lock);
 	if (cs.formatted) {
-		ret = SD_RES_ALREADY_FORMATTED;
+		ret = -EEXIST;
 		goto out_unlock;
 	}
 	if (copies == 0)
 		copies = (uint8_t)min_t(int, 3, nr_members);
 	if (copies > nr_members || copies > SD_MAX_COPIES) {
 		sd_err("format with %u copies refused: %d node(s)", copies, nr_members);
-		ret = copies > SD_MAX_COPIES ? SD_RES_INVALID_PARMS : SD_RES_TOO_FEW_NODES;
+		ret = copies > SD_MAX_COPIES ? -EINVAL : -ERANGE;
 		goto out_unlock;
 	}
 	if (shift == 0)
 		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
-		ret = SD_RES_INVALID_PARMS;
+		ret = -EINVAL;
 		goto out_unlock;
 	}
 	cfg.ctime = ctime ? ctime : (uint64_t)time(NULL);
@@ -388,7 +410,6 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	}
 	if (ret) {
 		sd_err("cannot store the format: %s", strerror(-ret));
-		ret = ret == -ENOSPC ? SD_RES_NO_SPACE : SD_RES_EIO;
 		goto out_unlock;
 	}
 	cs.formatted = true;
@@ -398,7 +419,7 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	cs.epoch = 1;
 	rebuild_ring();
 	sd_info("cluster formatted: %u copies, epoch 1", copies);
-	ret = SD_RES_SUCCESS;
+	ret = 0;
 out_unlock:
 	sd_mutex_unlock(&cs_lock);
 	return ret;

@@ -26,9 +26,23 @@ static int op_get_cluster_default(struct request *req)
 static int op_make_fs(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
+	int ret = group_format(rq->cluster.ctime, rq->cluster.copies,
+			       rq->cluster.block_size_shift, req->nr_members);
 
-	return group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.block_size_shift,
-			    req->nr_members);
+	switch (ret) {
+	case 0:
+		return SD_RES_SUCCESS;
+	case -EEXIST:
+		return SD_RES_ALREADY_FORMATTED;
+	case -EINVAL:
+		return SD_RES_INVALID_PARMS;
+	case -ERANGE:
+		return SD_RES_TOO_FEW_NODES;
+	case -ENOSPC:
+		return SD_RES_NO_SPACE;
+	default:
+		return SD_RES_EIO;
+	}
 }
 
 static int op_stat_cluster(struct request *req)
@@ -78,7 +92,7 @@ static int op_stat_sheep(struct request *req)
 	info.store_free = st.free;
 	info.store_used = st.used;
 	info.nr_objects = st.nr_objects;
-	info.epoch = 0;
+	info.epoch = group_epoch();
 	info.nbd_port = (uint32_t)sys.nbd_port;
 	if (sys.nbd_port && sys.nbd_addr && sd_str_to_addr(sys.nbd_addr, info.nbd_addr))
 		memset(info.nbd_addr, 0, sizeof(info.nbd_addr)); /* a host name: unknown here */
@@ -105,7 +119,10 @@ static int op_trace(struct request *req)
 #endif
 }
 
-/* STAT_READ: the statistics' snapshot, on the main thread (their owner) */
+/*
+ * STAT_READ: the statistics' snapshot, on the main thread (their owner):
+ * bounded (SD_STAT_MAX_* rows, a copy of counters), no I/O, no rendering.
+ */
 static int op_stat_read(struct request *req)
 {
 	int n = stat_snapshot(req->data, req->rq.data_length, stat_clock());
@@ -209,12 +226,18 @@ static const struct sd_op_template ops[] = {
 	{ "FLUSH_PEER", SD_OP_FLUSH_PEER, OP_PEER, false, peer_op_flush },
 	{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, OP_PEER, false, peer_op_get_obj_list },
 	{ "FETCH_PEER", SD_OP_FETCH_PEER, OP_FETCH, false, recovery_op_fetch },
-	/* internal, the tracer: main thread, it stops every other thread */
-	{ "TRACE_START", SD_OP_TRACE_START, OP_MAIN, true, op_trace },
-	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_MAIN, true, op_trace },
-	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_MAIN, true, op_trace },
-	{ "TRACE_READ", SD_OP_TRACE_READ, OP_MAIN, true, op_trace },
-	{ "TRACE_FOLLOW", SD_OP_TRACE_FOLLOW, OP_MAIN, true, op_trace },
+	/*
+	 * internal, the tracer: one worker of its own, in order. READ renders
+	 * a whole snapshot (up to the buffer size per thread) and START/STOP
+	 * stop every other thread, the main one included: none of it may stall
+	 * the main thread, and all of it takes the trace lock, so all of it
+	 * runs there (the main thread never waits for the lock).
+	 */
+	{ "TRACE_START", SD_OP_TRACE_START, OP_TRACE, true, op_trace },
+	{ "TRACE_STOP", SD_OP_TRACE_STOP, OP_TRACE, true, op_trace },
+	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_TRACE, true, op_trace },
+	{ "TRACE_READ", SD_OP_TRACE_READ, OP_TRACE, true, op_trace },
+	{ "TRACE_FOLLOW", SD_OP_TRACE_FOLLOW, OP_TRACE, true, op_trace },
 	/* internal, statistics */
 	{ "STAT_READ", SD_OP_STAT_READ, OP_MAIN, true, op_stat_read },
 #ifdef SD_TEST_HOOKS
@@ -237,6 +260,8 @@ static const char *op_queue(enum op_type type)
 		return "peer";
 	case OP_FETCH:
 		return "fetch";
+	case OP_TRACE:
+		return "trace";
 	default:
 		return NULL;
 	}

@@ -44,11 +44,18 @@ struct ordered_msg {
 /* requests of this node waiting for their own delivery (main thread only) */
 static LIST_HEAD(pending);
 static uint64_t next_token;
+/* how an applied request goes back to its client: registered by main */
+static void (*done_fn)(struct request *req);
+
+void ordered_set_done(void (*fn)(struct request *req))
+{
+	done_fn = fn;
+}
 
 static void answer(struct request *req, int result)
 {
 	req->rp.result = result;
-	request_done(req);
+	done_fn(req);
 }
 
 /* broadcast rq (and dlen bytes of data) for req, which waits for its delivery */
@@ -123,12 +130,12 @@ static void apply_done(struct work *w)
 	struct request *req = container_of(w, struct request, work);
 
 	if (!req->remote) {
-		request_done(req);
+		done_fn(req);
 		return;
 	}
 	/* the client request that waited for this one keeps its own result */
 	if (req->waiter)
-		request_done(req->waiter);
+		done_fn(req->waiter);
 	if (req->rp.result != SD_RES_SUCCESS && req->rp.result != SD_RES_VDI_NOT_LOCKED)
 		sd_debug("remote %s: %s", req->op->name, sd_strerror(req->rp.result));
 	free(req->data);

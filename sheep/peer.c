@@ -264,7 +264,7 @@ static int list_one(uint64_t oid, void *arg)
 	struct obj_list *l = arg;
 
 	if (l->nr >= l->max)
-		return 1;
+		return -ENOSPC;
 	l->oids[l->nr++] = oid;
 	return 0;
 }
@@ -284,9 +284,9 @@ int peer_op_get_obj_list(struct request *req)
 		ret = sd_store->for_each_stale(list_one, &l);
 	else
 		ret = sd_store->for_each(list_one, &l);
-	if (ret == 1)
+	if (ret == -ENOSPC)
 		return SD_RES_NO_SPACE;
-	if (ret)
+	if (ret < 0)
 		return SD_RES_EIO;
 	req->rp.data_length = l.nr * sizeof(uint64_t);
 	return SD_RES_SUCCESS;

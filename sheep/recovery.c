@@ -343,11 +343,9 @@ static int list_node(const struct epoch_ring *er, int node, bool stale, struct o
 
 	set->node = node;
 	set->stale = stale;
-	if (node == er->local_idx) {
-		ret = stale ? sd_store->for_each_stale(add_oid, set)
-			    : sd_store->for_each(add_oid, set);
-		return ret ? -ENOMEM : 0;
-	}
+	if (node == er->local_idx)
+		return stale ? sd_store->for_each_stale(add_oid, set)
+			     : sd_store->for_each(add_oid, set);
 	for (int tries = 0;; tries++) {
 		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 				     .opcode = SD_OP_GET_OBJ_LIST,
@@ -819,10 +817,19 @@ static void join_fn(struct work *w)
 	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);
 }
 
+/* the layer above's news that the join is done (request.c: run what waited) */
+static void (*join_done_fn)(void);
+
+void recovery_set_join_done(void (*fn)(void))
+{
+	join_done_fn = fn;
+}
+
 static void join_done(struct work *w)
 {
 	__atomic_store_n(&is_joining, false, __ATOMIC_RELEASE);
-	request_join_done();
+	if (join_done_fn)
+		join_done_fn();
 	recovery_kick();
 }
 
@@ -844,11 +851,21 @@ bool recovery_is_joining(void)
 int recovery_op_stat(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
+	struct sd_recovery_info out;
 
 	sd_mutex_lock(&info_lock);
-	if (len) /* no buffer at all when data_length is 0 */
-		memcpy(req->data, &info, len);
+	out = info;
 	sd_mutex_unlock(&info_lock);
+	/*
+	 * No recovery ran since this daemon started, and none is queued (main
+	 * thread: run_queued is ours): it holds what the current epoch gives
+	 * it (a format, epoch 1, moves nothing), so that is the epoch it is
+	 * done with, the one that cluster info shows.
+	 */
+	if (out.epoch == 0 && out.state == SD_RECOVERY_DONE && !run_queued)
+		out.epoch = group_epoch();
+	if (len) /* no buffer at all when data_length is 0 */
+		memcpy(req->data, &out, len);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }

@@ -457,6 +457,11 @@ static void dispatch(struct request *req)
 		req->work.done = work_done;
 		wq_queue_at(fetch_wq, &req->work, req->start);
 		break;
+	case OP_TRACE:
+		req->work.fn = do_work;
+		req->work.done = work_done;
+		wq_queue_at(trace_wq, &req->work, req->start);
+		break;
 	}
 }
 

@@ -28,7 +28,7 @@
 #define DEFAULT_HANG_THRESHOLD 30 /* seconds */
 
 struct sheep_config sys;
-struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
+struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
 
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
 #define MAX_VNODES 4096
@@ -47,6 +47,7 @@ static const struct option long_options[] = {
 	{ "loglevel", required_argument, NULL, 'l' },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "cluster", required_argument, NULL, 'c' },
+	{ "store", required_argument, NULL, 'S' },
 	{ "zone", required_argument, NULL, 'z' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "vnodes", required_argument, NULL, 'V' },
@@ -62,9 +63,10 @@ static const struct option long_options[] = {
 
 static void usage(FILE *f, const char *prog)
 {
-	char drivers[128];
+	char drivers[128], stores[128];
 
 	cdrv_names(drivers, sizeof(drivers));
+	store_names(stores, sizeof(stores));
 	fprintf(f,
 		"Usage: %s [OPTION]... DIR\n"
 		"Run a sheep daemon storing its objects, epochs and log in DIR.\n"
@@ -74,6 +76,7 @@ static void usage(FILE *f, const char *prog)
 		"  -l, --loglevel LEVEL   emerg..debug or 0..7 (default info)\n"
 		"  -f, --foreground       stay in the foreground, log to DIR/sheep.log\n"
 		"  -c, --cluster DRIVER   cluster driver: %s (default local)\n"
+		"      --store DRIVER     store driver: %s (default plain)\n"
 		"  -z, --zone ZONE        failure zone of this node (default: derived from the address)\n"
 		"  -t, --threads N        object I/O worker threads (default %d)\n"
 		"  -V, --vnodes N         points of this node on the placement ring: its share\n"
@@ -98,11 +101,12 @@ static void usage(FILE *f, const char *prog)
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
-		prog, SD_LISTEN_PORT, drivers, DEFAULT_IO_THREADS, MAX_VNODES, SD_DEFAULT_VNODES,
-		DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW);
+		prog, SD_LISTEN_PORT, drivers, stores, DEFAULT_IO_THREADS, MAX_VNODES,
+		SD_DEFAULT_VNODES, DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW);
 }
 
 static volatile bool stop_requested;
+static const char *store_name = "plain";
 
 void sheep_request_shutdown(void)
 {
@@ -280,6 +284,9 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 		case 'c':
 			*driver = optarg;
 			break;
+		case 'S':
+			store_name = optarg;
+			break;
 		case 'z':
 			if (sd_parse_uint(optarg, 0, UINT32_MAX, &v)) {
 				fprintf(stderr, "sheep: invalid zone '%s'\n", optarg);
@@ -377,6 +384,13 @@ int main(int argc, char **argv)
 			names);
 		return 64;
 	}
+	if (!store_find(store_name)) {
+		char names[128];
+
+		store_names(names, sizeof(names));
+		fprintf(stderr, "sheep: unknown store driver '%s' (have: %s)\n", store_name, names);
+		return 64;
+	}
 	ret = sd_mkdir_p(sys.dir, 0755);
 	if (ret) {
 		fprintf(stderr, "sheep: cannot create %s: %s\n", sys.dir, strerror(-ret));
@@ -429,10 +443,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ops_register_stats();
-	if (store_init("plain", sys.dir)) {
-		sd_emerg("cannot open the store in %s", sys.dir);
+	if (store_init(store_name, sys.dir)) {
+		sd_emerg("cannot open the %s store in %s", store_name, sys.dir);
 		return 1;
 	}
+	/* news that travels up: the lower layer calls what the upper one registered */
+	group_set_news(&(struct group_news){ .joined = recovery_join,
+					     .epoch_changed = recovery_kick });
+	recovery_set_join_done(request_join_done);
+	ordered_set_done(request_done);
 	ret = group_init();
 	if (ret) {
 		sd_emerg("cannot read the cluster state in %s: %s", sys.dir, strerror(-ret));
@@ -454,7 +473,8 @@ int main(int argc, char **argv)
 	cluster_wq = wq_create("cluster", 1);
 	peer_wq = wq_create("peer", threads);
 	fetch_wq = wq_create("fetch", 2);
-	if (!io_wq || !cluster_wq || !peer_wq || !fetch_wq || recovery_init()) {
+	trace_wq = wq_create("trace", 1);
+	if (!io_wq || !cluster_wq || !peer_wq || !fetch_wq || !trace_wq || recovery_init()) {
 		sd_emerg("cannot start worker threads");
 		return 1;
 	}

@@ -48,6 +48,8 @@ enum op_type {
 		       in the driver's total order on every node's cluster queue */
 	OP_PEER,    /* sheep-to-sheep object I/O on the peer queue */
 	OP_FETCH,   /* recovery's object reads, on their own queue: never wait on a peer */
+	OP_TRACE,   /* the tracer's control ops, serialised on the trace queue: a
+		       snapshot's rendering may take long, never on the main thread */
 };
 
 /*
@@ -97,7 +99,7 @@ struct sheep_config {
 	int exit_status; /* non-zero: the daemon stops because it failed */
 };
 extern struct sheep_config sys;
-extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
+extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
 void sheep_request_shutdown(void);
 
 /* group.c: cluster state, epochs, membership */
@@ -116,8 +118,22 @@ int group_init(void);
 struct cluster_driver;
 /* join the cluster through drv as me: 0 or -errno */
 int group_join(const struct cluster_driver *drv, const struct sd_node *me);
-/* 0 or -errno: make the cluster formatted with copies (0: default) */
-/* nr_members: the cluster's size when the format was delivered */
+/*
+ * News that travels up from the membership, on the main thread: this node
+ * joined a running cluster (it must learn its state), or the epoch changed
+ * (objects move). Registered by main before the join; NULL: ignored.
+ */
+struct group_news {
+	void (*joined)(void);
+	void (*epoch_changed)(void);
+};
+void group_set_news(const struct group_news *n);
+/*
+ * Make the cluster formatted with copies (0: default); nr_members: the
+ * cluster's size when the format was delivered. 0, or -EEXIST (formatted
+ * already), -EINVAL (copies or shift out of bounds), -ERANGE (more copies
+ * than nodes), -errno of writing the epoch log or the config.
+ */
 int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members);
 void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
@@ -161,6 +177,8 @@ void ordered_submit(struct request *req);
 void ordered_notify_header(struct request *req, uint32_t vid);
 /* main thread, from sd_notify_handler: apply a delivered op */
 void ordered_deliver(const void *msg, size_t len, int nr_members);
+/* how an applied request is answered (request.c's request_done): set by main */
+void ordered_set_done(void (*fn)(struct request *req));
 
 /* peer.c: sheep-to-sheep requests and the connection cache */
 int peer_op_read(struct request *req);
@@ -204,6 +222,8 @@ int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64
 int recovery_init(void);
 /* main thread: this node joined a running cluster; learn its state */
 void recovery_join(void);
+/* main thread, once the join's state is learnt: registered by main */
+void recovery_set_join_done(void (*fn)(void));
 /* main thread: a new epoch began; bring its objects to this node */
 void recovery_kick(void);
 /* true while this node learns the state of the cluster it joined */

@@ -190,7 +190,7 @@ int vdi_init(void)
 	}
 	ret = sd_store->for_each(load_one, h);
 	free(h);
-	return ret ? -EIO : 0;
+	return ret;
 }
 
 int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)

@@ -432,7 +432,10 @@ static int plain_flush_vdi(uint32_t vid)
 	return SD_RES_SUCCESS;
 }
 
-/* fn for every object file (16 hex digits) in the directory fd */
+/*
+ * fn for every object file (16 hex digits) in the directory fd: 0, fn's
+ * first non-zero (a -errno), or -errno of reading the directory
+ */
 static int for_each_in(int fd, int (*fn)(uint64_t oid, void *arg), void *arg)
 {
 	DIR *d;
@@ -441,11 +444,12 @@ static int for_each_in(int fd, int (*fn)(uint64_t oid, void *arg), void *arg)
 
 	fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : SD_RES_EIO;
+		return errno == ENOENT ? 0 : -errno;
 	d = fdopendir(fd);
 	if (!d) {
+		ret = -errno;
 		close(fd);
-		return SD_RES_EIO;
+		return ret;
 	}
 	while (!ret && (de = readdir(d))) {
 		char *end;
@@ -492,7 +496,8 @@ static int plain_stat(struct store_stat *st)
 		return SD_RES_EIO;
 	st->size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	st->free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	plain_for_each(stat_one, &acc);
+	if (plain_for_each(stat_one, &acc) < 0)
+		return SD_RES_EIO;
 	st->used = acc.used;
 	st->nr_objects = acc.nr;
 	return SD_RES_SUCCESS;
@@ -509,7 +514,7 @@ static int stale_one(uint64_t oid, void *arg)
 	snprintf(to, sizeof(to), STALE_DIR "/%s", n.s);
 	if (renameat(obj_dir_fd, n.s, obj_dir_fd, to) < 0) {
 		sd_err("cannot set %016" PRIx64 " aside: %m", oid);
-		return SD_RES_EIO;
+		return -EIO;
 	}
 	(*nr)++;
 	return 0;
@@ -526,8 +531,8 @@ static int plain_stale_all(uint64_t *nr)
 	}
 	ret = plain_for_each(stale_one, nr);
 	if (!ret && fsync(obj_dir_fd) < 0)
-		ret = SD_RES_EIO;
-	return ret;
+		ret = -errno;
+	return ret ? SD_RES_EIO : SD_RES_SUCCESS;
 }
 
 static int plain_read_stale(uint64_t oid, void *buf, uint32_t len, uint64_t off)
@@ -549,7 +554,7 @@ static int plain_for_each_stale(int (*fn)(uint64_t oid, void *arg), void *arg)
 	int fd = openat(obj_dir_fd, STALE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
 
 	if (fd < 0)
-		return errno == ENOENT ? 0 : SD_RES_EIO;
+		return errno == ENOENT ? 0 : -errno;
 	ret = for_each_in(fd, fn, arg);
 	close(fd);
 	return ret;
@@ -562,14 +567,14 @@ static int unlink_stale(uint64_t oid, void *arg)
 	snprintf(path, sizeof(path), STALE_DIR "/%s", obj_name(oid).s);
 	if (unlinkat(obj_dir_fd, path, 0) < 0 && errno != ENOENT) {
 		sd_err("cannot remove the stale copy of %016" PRIx64 ": %m", oid);
-		return SD_RES_EIO;
+		return -EIO;
 	}
 	return 0;
 }
 
 static int plain_purge_stale(void)
 {
-	return plain_for_each_stale(unlink_stale, NULL);
+	return plain_for_each_stale(unlink_stale, NULL) ? SD_RES_EIO : SD_RES_SUCCESS;
 }
 
 static const struct store_driver plain_store = {

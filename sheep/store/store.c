@@ -1,5 +1,9 @@
-/* The registry of store drivers. */
+/*
+ * The registry of store drivers: each registers itself at start-up
+ * (store_driver_register), and sheep --store NAME chooses one.
+ */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,25 +16,56 @@ static const struct store_driver *drivers[MAX_STORE_DRIVERS];
 static int nr_drivers;
 const struct store_driver *sd_store;
 
-void store_register(const struct store_driver *drv)
+/* every callback of the contract: the core calls each one unconditionally */
+static bool complete(const struct store_driver *d)
 {
-	/* refuse an incomplete driver at start-up, loudly */
-	if (!drv->name || !drv->init || !drv->exist || !drv->read || !drv->write ||
-	    !drv->create_and_write || !drv->remove || !drv->flush || !drv->for_each ||
-	    !drv->stat || nr_drivers >= MAX_STORE_DRIVERS) {
-		sd_emerg("store driver %s is incomplete", drv->name ? drv->name : "?");
-		abort();
+	return d->name && d->init && d->exist && d->read && d->write && d->create_and_write &&
+	       d->remove && d->flush && d->flush_vdi && d->for_each && d->stat && d->stale_all &&
+	       d->read_stale && d->for_each_stale && d->purge_stale;
+}
+
+int store_register(const struct store_driver *drv)
+{
+	if (!complete(drv)) {
+		sd_emerg("store driver %s lacks a callback: refused", drv->name ? drv->name : "?");
+		return -EINVAL;
+	}
+	if (store_find(drv->name)) {
+		sd_emerg("store driver %s is registered twice: refused", drv->name);
+		return -EEXIST;
+	}
+	if (nr_drivers >= MAX_STORE_DRIVERS) {
+		sd_emerg("too many store drivers: %s refused", drv->name);
+		return -ENOSPC;
 	}
 	drivers[nr_drivers++] = drv;
+	return 0;
+}
+
+const struct store_driver *store_find(const char *name)
+{
+	for (int i = 0; i < nr_drivers; i++)
+		if (!strcmp(drivers[i]->name, name))
+			return drivers[i];
+	return NULL;
+}
+
+void store_names(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (int i = 0; i < nr_drivers && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", drivers[i]->name);
 }
 
 int store_init(const char *name, const char *dir)
 {
-	for (int i = 0; i < nr_drivers; i++) {
-		if (strcmp(drivers[i]->name, name))
-			continue;
-		sd_store = drivers[i];
-		return sd_store->init(dir) == 0 ? 0 : -EIO;
-	}
-	return -ENOENT;
+	const struct store_driver *d = store_find(name);
+
+	if (!d)
+		return -ENOENT;
+	sd_store = d;
+	return d->init(dir) == 0 ? 0 : -EIO;
 }

@@ -1,6 +1,9 @@
 /*
- * The control path: trace_init, the four trace operations and shutdown.
- * Everything here runs under the trace lock, on the daemon's main thread.
+ * The control path: trace_init, the trace operations and shutdown.
+ * Everything here runs under the trace lock: trace_init and trace_shutdown
+ * on the daemon's main thread, the operations on the trace queue's one
+ * worker (ops.c), so that rendering a large snapshot never stalls the main
+ * thread. It logs through the logger without sites (lib/Makefile.am).
  *
  * START chooses the sites (fnmatch on their names, or "0x..." for a site
  * without a symbol), starts a new session (buffers are reset lazily by

@@ -28,8 +28,9 @@ int trace_init(void);
  * Handle SD_OP_TRACE_START/STOP/STATUS/READ. @data holds req->data_length
  * bytes: the payload of START, the output space of STATUS and READ. Sets
  * rsp->data_length and rsp->trace.* and returns an SD_RES_* code. Never
- * exits or crashes on bad input. Runs on the main thread (any one thread at
- * a time is fine: the trace lock serialises callers).
+ * exits or crashes on bad input. Runs on the trace queue's worker, off the
+ * main thread (any one thread at a time is fine: the trace lock serialises
+ * callers; START and STOP stop every other thread, the main one included).
  */
 int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data);
 

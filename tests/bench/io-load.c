@@ -14,7 +14,7 @@
  * durable write rate), otherwise O_DIRECT. Sheep writes are write-through
  * (no cache flag), as QEMU sends them with cache=writethrough.
  *
- * Prints one line: "PATTERN MB_per_s IOPS REQUESTS p50_us p99_us".
+ * Prints one line: "PATTERN MB_per_s IOPS REQUESTS p50_us p99_us max_us".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -341,7 +341,7 @@ static int cmp_u64(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	const char *pattern, *qd = getenv("QD"), *secs = getenv("SECONDS");
-	uint64_t elapsed, p50 = 0, p99 = 0;
+	uint64_t elapsed, p50 = 0, p99 = 0, max = 0;
 	int argi;
 
 	g.host = "127.0.0.1";
@@ -396,9 +396,10 @@ int main(int argc, char **argv)
 		qsort(g.lat_ns, g.nr_samples, sizeof(uint64_t), cmp_u64);
 		p50 = g.lat_ns[g.nr_samples / 2];
 		p99 = g.lat_ns[g.nr_samples * 99 / 100];
+		max = g.lat_ns[g.nr_samples - 1];
 	}
-	printf("%s %.1f %.0f %" PRIu64 " %.0f %.0f\n", pattern,
+	printf("%s %.1f %.0f %" PRIu64 " %.0f %.0f %.0f\n", pattern,
 	       (double)g.nr_done * g.len / (1 << 20) / (elapsed / 1e9),
-	       (double)g.nr_done / (elapsed / 1e9), g.nr_done, p50 / 1e3, p99 / 1e3);
+	       (double)g.nr_done / (elapsed / 1e9), g.nr_done, p50 / 1e3, p99 / 1e3, max / 1e3);
 	return 0;
 }

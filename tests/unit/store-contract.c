@@ -1,0 +1,243 @@
+/*
+ * The store driver contract (sheep/store/store.h), one scenario run against
+ * a driver by name, on an empty directory:
+ *
+ *   store-contract --list          the registered drivers, one a line
+ *   store-contract --registry      the registry refuses incomplete drivers
+ *   store-contract DRIVER DIR      the scenario; prints each failed check
+ *
+ * unit/store-contract.sh runs the scenario for every listed driver. Exit
+ * status 0 when every check held.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal_proto.h"
+#include "logger.h"
+#include "store/store.h"
+
+static int nr_checks, nr_failed;
+
+#define CHECK(cond, ...)                                   \
+	do {                                               \
+		nr_checks++;                               \
+		if (!(cond)) {                             \
+			nr_failed++;                       \
+			printf("FAIL line %d: ", __LINE__); \
+			printf(__VA_ARGS__);               \
+			printf("\n");                      \
+		}                                          \
+	} while (0)
+
+#define OID_A UINT64_C(0x00abcd0000000001)
+#define OID_B UINT64_C(0x00abcd0000000002)
+#define OID_MISSING UINT64_C(0x00abcd00000000ff)
+
+struct seen {
+	uint64_t oids[16];
+	int nr;
+	int stop_after; /* return -E2BIG after this many (0: never) */
+};
+
+static int collect(uint64_t oid, void *arg)
+{
+	struct seen *s = arg;
+
+	if (s->nr < 16)
+		s->oids[s->nr] = oid;
+	s->nr++;
+	if (s->stop_after && s->nr >= s->stop_after)
+		return -E2BIG;
+	return 0;
+}
+
+static bool has(const struct seen *s, uint64_t oid)
+{
+	for (int i = 0; i < s->nr && i < 16; i++)
+		if (s->oids[i] == oid)
+			return true;
+	return false;
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void scenario(const struct store_driver *d, const char *dir)
+{
+	char buf[64], big[4096];
+	struct seen s;
+	struct store_stat st;
+	uint64_t nr;
+	int ret;
+
+	CHECK(d->init(dir) == SD_RES_SUCCESS, "init %s", dir);
+
+	/* nothing there */
+	CHECK(!d->exist(OID_A), "exist on an empty store");
+	CHECK(d->read(OID_A, buf, 8, 0) == SD_RES_NO_OBJ, "read of a missing object");
+	CHECK(d->write(OID_A, "x", 1, 0, true) == SD_RES_NO_OBJ, "write of a missing object");
+	CHECK(d->remove(OID_A) == SD_RES_NO_OBJ, "remove of a missing object");
+	memset(&s, 0, sizeof(s));
+	CHECK(d->for_each(collect, &s) == 0 && s.nr == 0, "for_each on an empty store: %d", s.nr);
+
+	/* create: the payload over zeros; past the end reads as zeros */
+	CHECK(d->create_and_write(OID_A, 0, "abc", 3, 10, true) == SD_RES_SUCCESS, "create");
+	CHECK(d->exist(OID_A), "exist after create");
+	memset(buf, 0x55, sizeof(buf));
+	CHECK(d->read(OID_A, buf, 32, 0) == SD_RES_SUCCESS, "read after create");
+	CHECK(all_zero(buf, 10) && !memcmp(buf + 10, "abc", 3) && all_zero(buf + 13, 19),
+	      "created bytes: zeros, abc at 10, zeros past the end");
+
+	/* write: in place */
+	CHECK(d->write(OID_A, "XY", 2, 11, false) == SD_RES_SUCCESS, "write");
+	CHECK(d->flush_vdi(oid_to_vid(OID_A)) == SD_RES_SUCCESS, "flush of the object's vdi");
+	CHECK(d->flush_vdi(oid_to_vid(OID_A) + 1) == SD_RES_SUCCESS,
+	      "flush of a vdi that wrote nothing");
+	CHECK(d->flush() == SD_RES_SUCCESS, "flush");
+	CHECK(d->read(OID_A, buf, 4, 10) == SD_RES_SUCCESS && !memcmp(buf, "aXY", 3) &&
+		  buf[3] == 0,
+	      "read after write");
+
+	/* a create of an existing object applies as a write */
+	CHECK(d->create_and_write(OID_A, 0, "Z", 1, 20, true) == SD_RES_SUCCESS,
+	      "create of an existing object");
+	CHECK(d->read(OID_A, buf, 21, 0) == SD_RES_SUCCESS && !memcmp(buf + 10, "aXY", 3) &&
+		  buf[20] == 'Z',
+	      "an existing object keeps its bytes under a second create");
+
+	/* copy-on-write: the source whole, then the payload */
+	CHECK(d->create_and_write(OID_B, OID_A, "Q", 1, 0, true) == SD_RES_SUCCESS, "cow create");
+	CHECK(d->read(OID_B, buf, 21, 0) == SD_RES_SUCCESS && buf[0] == 'Q' &&
+		  !memcmp(buf + 10, "aXY", 3) && buf[20] == 'Z',
+	      "cow copy holds the source and the write");
+	CHECK(d->read(OID_A, buf, 1, 0) == SD_RES_SUCCESS && buf[0] == 0,
+	      "cow leaves the source alone");
+	ret = d->create_and_write(OID_MISSING, OID_MISSING + 1, "Q", 1, 0, true);
+	CHECK(ret != SD_RES_SUCCESS && !d->exist(OID_MISSING),
+	      "cow from a missing source fails and leaves nothing: %s", sd_strerror(ret));
+
+	/* iteration: every object once; a callback's -errno stops it and comes back */
+	memset(&s, 0, sizeof(s));
+	CHECK(d->for_each(collect, &s) == 0 && s.nr == 2 && has(&s, OID_A) && has(&s, OID_B),
+	      "for_each lists both objects (%d)", s.nr);
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 1;
+	CHECK(d->for_each(collect, &s) == -E2BIG && s.nr == 1,
+	      "for_each stops at the callback's -errno and returns it");
+
+	/* stat */
+	memset(&st, 0, sizeof(st));
+	CHECK(d->stat(&st) == SD_RES_SUCCESS && st.nr_objects == 2 && st.used > 0 &&
+		  st.size >= st.free && st.size > 0,
+	      "stat: %llu objects, %llu used", (unsigned long long)st.nr_objects,
+	      (unsigned long long)st.used);
+
+	/* reopen: what was stored stays */
+	CHECK(d->init(dir) == SD_RES_SUCCESS, "init again");
+	CHECK(d->read(OID_B, buf, 1, 0) == SD_RES_SUCCESS && buf[0] == 'Q',
+	      "an object survives a reopen");
+
+	/* stale copies: set aside, not read or listed, readable as stale */
+	memset(big, 'b', sizeof(big));
+	CHECK(d->write(OID_B, big, sizeof(big), 0, true) == SD_RES_SUCCESS, "a larger write");
+	nr = 0;
+	CHECK(d->stale_all(&nr) == SD_RES_SUCCESS && nr == 2, "stale_all sets aside 2: %llu",
+	      (unsigned long long)nr);
+	CHECK(!d->exist(OID_A) && d->read(OID_A, buf, 1, 0) == SD_RES_NO_OBJ,
+	      "a stale object is not live");
+	memset(&s, 0, sizeof(s));
+	CHECK(d->for_each(collect, &s) == 0 && s.nr == 0, "for_each skips stale copies");
+	memset(&s, 0, sizeof(s));
+	CHECK(d->for_each_stale(collect, &s) == 0 && s.nr == 2 && has(&s, OID_A),
+	      "for_each_stale lists them");
+	CHECK(d->read_stale(OID_B, big, sizeof(big), 0) == SD_RES_SUCCESS && big[4095] == 'b',
+	      "read_stale");
+	CHECK(d->read_stale(OID_MISSING, buf, 1, 0) == SD_RES_NO_OBJ,
+	      "read_stale of what has no stale copy");
+	/* a live copy again (recovery fetched it), the stale one still there */
+	CHECK(d->create_and_write(OID_A, 0, "L", 1, 0, true) == SD_RES_SUCCESS &&
+		  d->exist(OID_A),
+	      "a live copy next to a stale one");
+	CHECK(d->purge_stale() == SD_RES_SUCCESS, "purge_stale");
+	memset(&s, 0, sizeof(s));
+	CHECK(d->for_each_stale(collect, &s) == 0 && s.nr == 0, "nothing stale after purge");
+	CHECK(d->read(OID_A, buf, 1, 0) == SD_RES_SUCCESS && buf[0] == 'L',
+	      "purge leaves live copies");
+	CHECK(d->remove(OID_A) == SD_RES_SUCCESS && !d->exist(OID_A), "remove");
+}
+
+/* a driver that lacks a callback the core calls: refused */
+static int nop_init(const char *dir)
+{
+	return 0;
+}
+
+static void registry(void)
+{
+	const struct store_driver *plain = store_find("plain");
+	struct store_driver broken;
+	char names[256];
+
+	CHECK(plain != NULL, "plain is registered");
+	if (!plain)
+		return;
+	broken = *plain;
+	broken.name = "broken-stale";
+	broken.read_stale = NULL;
+	CHECK(store_register(&broken) == -EINVAL, "a driver without read_stale is refused");
+	broken.read_stale = plain->read_stale;
+	broken.purge_stale = NULL;
+	CHECK(store_register(&broken) == -EINVAL, "a driver without purge_stale is refused");
+	broken.purge_stale = plain->purge_stale;
+	broken.init = nop_init;
+	broken.stat = NULL;
+	CHECK(store_register(&broken) == -EINVAL, "a driver without stat is refused");
+	broken.stat = plain->stat;
+	broken.flush_vdi = NULL;
+	CHECK(store_register(&broken) == -EINVAL, "a driver without flush_vdi is refused");
+	CHECK(store_find("broken-stale") == NULL, "a refused driver cannot be chosen");
+	CHECK(store_init("broken-stale", "/nonexistent") == -ENOENT,
+	      "store_init of a refused driver: -ENOENT");
+	broken = *plain;
+	CHECK(store_register(&broken) == -EEXIST, "a second driver named plain is refused");
+	store_names(names, sizeof(names));
+	CHECK(!strcmp(names, "plain") || strstr(names, "plain") != NULL, "names: %s", names);
+	CHECK(strstr(names, "broken") == NULL, "names list no refused driver: %s", names);
+}
+
+int main(int argc, char **argv)
+{
+	sd_log_init(NULL, getenv("STORE_DEBUG") ? SDOG_DEBUG : SDOG_EMERG, "store-contract");
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		char names[256], *save, *n;
+
+		store_names(names, sizeof(names));
+		for (n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save))
+			printf("%s\n", n);
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "--registry")) {
+		registry();
+	} else if (argc == 3) {
+		const struct store_driver *d = store_find(argv[1]);
+
+		if (!d) {
+			printf("FAIL: no store driver %s\n", argv[1]);
+			return 1;
+		}
+		scenario(d, argv[2]);
+	} else {
+		fprintf(stderr, "usage: store-contract --list | --registry | DRIVER DIR\n");
+		return 2;
+	}
+	printf("%s: %d checks, %d failed\n", argc == 3 ? argv[1] : "registry", nr_checks,
+	       nr_failed);
+	return nr_failed ? 1 : 0;
+}
