@@ -481,14 +481,6 @@ int gateway_create_and_write_obj(struct request *req)
 	return ret;
 }
 
-/* what a flush makes durable on one node: a VDI's writes, or everything */
-int gateway_store_flush(uint64_t oid)
-{
-	uint32_t vid = oid_to_vid(oid);
-
-	return vid && sd_store->flush_vdi ? sd_store->flush_vdi(vid) : sd_store->flush();
-}
-
 /*
  * Flush here and on every other node of the ring, all at once: the VDI's
  * objects written without sync since its last flush (the oid names the
@@ -501,7 +493,7 @@ int gateway_flush_vdi(struct request *req)
 	int fds[SD_MAX_NODES], ret;
 
 	if (!er)
-		return gateway_store_flush(req->rq.obj.oid);
+		return replica_flush(req->rq.obj.oid);
 	rq.epoch = er->epoch;
 	rq.obj.oid = req->rq.obj.oid;
 	for (int i = 0; i < er->ring.nr_nodes; i++) {
@@ -514,7 +506,7 @@ int gateway_flush_vdi(struct request *req)
 			fds[i] = -1; /* a dead node has nothing left to flush */
 		}
 	}
-	ret = gateway_store_flush(req->rq.obj.oid);
+	ret = replica_flush(req->rq.obj.oid);
 	for (int i = 0; i < er->ring.nr_nodes; i++) {
 		struct sd_rsp rsp;
 		int r;

@@ -251,7 +251,7 @@ int peer_op_flush(struct request *req)
 {
 	int ret = check_peer(&req->rq, false);
 
-	return ret ? ret : gateway_store_flush(req->rq.obj.oid);
+	return ret ? ret : replica_flush(req->rq.obj.oid);
 }
 
 struct obj_list {

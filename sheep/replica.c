@@ -53,3 +53,11 @@ int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64
 	pthread_mutex_unlock(lock);
 	return ret;
 }
+
+/* what a flush makes durable on this node: a VDI's writes (oid names the VDI), or everything */
+int replica_flush(uint64_t oid)
+{
+	uint32_t vid = oid_to_vid(oid);
+
+	return vid ? sd_store->flush_vdi(vid) : sd_store->flush();
+}

@@ -210,6 +210,8 @@ int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const vo
  * several objects) orders its creates and recovery's fetch of it.
  */
 pthread_mutex_t *replica_oid_lock(uint64_t oid);
+/* make durable on this node what a VDI (oid names it; 0: every VDI) wrote without sync */
+int replica_flush(uint64_t oid);
 /*
  * Create oid from the len bytes of buf at off (zeros elsewhere), or, when
  * it exists here already, write only the client's range [wr_off, wr_off +
@@ -295,7 +297,6 @@ int nbd_init(const char *addr, int port, int nr_threads);
 int gateway_read_obj(struct request *req);
 int gateway_write_obj(struct request *req);
 int gateway_create_and_write_obj(struct request *req);
-int gateway_store_flush(uint64_t oid);
 int gateway_flush_vdi(struct request *req);
 /*
  * Object I/O on the replicas for the daemon's own use (inodes): copies 0

@@ -23,7 +23,7 @@
 #include "fuzz.h"
 
 struct sheep_config sys;
-struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
+struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
 
 struct work_queue {
 	const char *name;
@@ -201,6 +201,11 @@ void fuzz_sheep_setup(bool formatted)
 	atexit(remove_dir);
 	if (formatted)
 		write_config();
+	/* the news the layers below send up, registered as sheep.c does */
+	group_set_news(&(struct group_news){ .joined = recovery_join,
+					     .epoch_changed = recovery_kick });
+	recovery_set_join_done(request_join_done);
+	ordered_set_done(request_done);
 	/* every level, so that each message is formatted; nothing is kept */
 	if (sd_log_init("/dev/null", SDOG_DEBUG, "sheep") || ev_init(64) ||
 	    store_init("plain", sys.dir) || group_init() || vdi_init()) {
@@ -211,6 +216,7 @@ void fuzz_sheep_setup(bool formatted)
 	cluster_wq = wq_create("cluster", 1);
 	peer_wq = wq_create("peer", 1);
 	fetch_wq = wq_create("fetch", 1);
+	trace_wq = wq_create("trace", 1);
 	if (recovery_init()) {
 		fprintf(stderr, "fuzz: cannot set up recovery\n");
 		abort();
