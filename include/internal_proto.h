@@ -104,6 +104,7 @@
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
 #define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
 #define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
+#define SD_RES_ACCESS_DENIED 0xA0 /* the client's address may not run this op */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0

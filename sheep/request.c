@@ -38,6 +38,7 @@ struct client_info {
 	bool close_after_tx;
 	bool rx_paused;
 	uint32_t events;
+	uint8_t addr[16]; /* the client's address, IPv6 or v4-mapped */
 
 	struct sd_req hdr;
 	uint32_t hdr_done;
@@ -291,6 +292,46 @@ static void finish_with(struct request *req, int result)
 /* client requests that came while this node was joining (main thread only) */
 static LIST_HEAD(join_waiters);
 
+/*
+ * Member ops refused by access.c wait a little before the refusal: the
+ * members do not apply a join at the same moment, and a node that has just
+ * joined may ask a member (or be asked by one) before that member, or the
+ * node itself, has it in its list. They are checked again every
+ * ACCESS_RETRY_MS, and refused after ACCESS_WAIT_MS. (Admin ops are
+ * refused at once: the one a joining node sends, STAT_CLUSTER, is retried
+ * by the joining node itself.)
+ */
+#define ACCESS_RETRY_MS 100
+#define ACCESS_WAIT_MS 2000
+static LIST_HEAD(access_waiters);
+static int access_timer_fd = -1;
+
+static void access_park(struct request *req)
+{
+	struct itimerspec its = { .it_value = { 0, ACCESS_RETRY_MS * 1000000L } };
+
+	if (list_empty(&access_waiters))
+		timerfd_settime(access_timer_fd, 0, &its, NULL);
+	list_add_tail(&req->node, &access_waiters);
+}
+
+/* the access check of dispatch(): true when req may go on */
+static bool access_ok(struct request *req)
+{
+	int ret = access_check(req->op, req->ci->addr);
+
+	if (ret == SD_RES_SUCCESS)
+		return true;
+	if (!req->ci->dead && access_timer_fd >= 0 && access_class_of(req->op) == ACCESS_MEMBER &&
+	    stat_clock_ns(stat_clock() - req->start) < ACCESS_WAIT_MS * UINT64_C(1000000)) {
+		access_park(req);
+		return false;
+	}
+	access_log_refusal(req->op, req->ci->addr);
+	finish_with(req, ret);
+	return false;
+}
+
 static void dispatch(struct request *req)
 {
 	int ret = req->rp.result;
@@ -304,6 +345,8 @@ static void dispatch(struct request *req)
 	}
 	if (sys.shutting_down)
 		return finish_with(req, SD_RES_SHUTDOWN);
+	if (!access_ok(req))
+		return;
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {
@@ -353,6 +396,20 @@ void request_join_done(void)
 	LIST_HEAD(waiters);
 
 	list_splice_tail_init(&join_waiters, &waiters);
+	list_for_each_entry_safe(req, next, &waiters, node) {
+		list_del(&req->node);
+		dispatch(req);
+	}
+}
+
+static void access_retry(int fd, uint32_t events, void *data)
+{
+	struct request *req, *next;
+	uint64_t expirations;
+	LIST_HEAD(waiters);
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	list_splice_tail_init(&access_waiters, &waiters);
 	list_for_each_entry_safe(req, next, &waiters, node) {
 		list_del(&req->node);
 		dispatch(req);
@@ -551,7 +608,10 @@ void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 static void listen_handler(int listen_fd, uint32_t events, void *data)
 {
 	for (;;) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+		int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sslen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct client_info *ci;
 
 		if (fd < 0) {
@@ -571,6 +631,12 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 		}
 		ci->fd = fd;
 		ci->refcnt = 1;
+		if (ss.ss_family == AF_INET6) {
+			memcpy(ci->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		} else if (ss.ss_family == AF_INET) {
+			ci->addr[10] = ci->addr[11] = 0xff;
+			memcpy(ci->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		}
 		ci->events = EPOLLIN;
 		INIT_LIST_HEAD(&ci->tx_queue);
 		if (ev_add(fd, EPOLLIN, client_handler, ci)) {
@@ -591,6 +657,12 @@ int create_listen_port(const char *bind_addr, int port)
 	if (accept_timer_fd < 0)
 		return -errno;
 	ret = ev_add(accept_timer_fd, EPOLLIN, accept_resume, NULL);
+	if (ret)
+		return ret;
+	access_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (access_timer_fd < 0)
+		return -errno;
+	ret = ev_add(access_timer_fd, EPOLLIN, access_retry, NULL);
 	if (ret)
 		return ret;
 	for (int i = 0; i < nr; i++) {

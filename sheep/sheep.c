@@ -48,6 +48,7 @@ static const struct option long_options[] = {
 	{ "hang-threshold", required_argument, NULL, 'H' },
 	{ "metrics", required_argument, NULL, 'M' },
 	{ "nbd", optional_argument, NULL, 'N' },
+	{ "admin-allow", required_argument, NULL, 'A' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -81,6 +82,10 @@ static void usage(FILE *f, const char *prog)
 		"      --nbd [ADDR:]PORT  serve every VDI over NBD on ADDR (default 127.0.0.1)\n"
 		"                         and PORT (default %d): nbd://ADDR:PORT/NAME, and\n"
 		"                         NAME@TAG or NAME@ID for a snapshot (read-only)\n"
+		"      --admin-allow CIDR also accept admin ops (format, shutdown, vdi delete,\n"
+		"                         trace, statistics, cluster state) from the network\n"
+		"                         CIDR (ADDR or ADDR/BITS, repeatable); by default only\n"
+		"                         from loopback and the cluster's members\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
@@ -244,6 +249,15 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			}
 			break;
 		}
+		case 'A':
+			if (access_allow_add(optarg)) {
+				fprintf(stderr,
+					"sheep: invalid --admin-allow '%s' (ADDR or ADDR/BITS, at "
+					"most 32)\n",
+					optarg);
+				return -1;
+			}
+			break;
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
 				fprintf(stderr, "sheep: invalid port '%s'\n", optarg);

@@ -62,6 +62,21 @@ struct sd_op_template {
 	int (*process)(struct request *req);
 };
 
+/* access.c: who may run which op (see there) */
+enum access_class {
+	ACCESS_PUBLIC, /* the VDI protocol: every client */
+	ACCESS_ADMIN,  /* loopback, members and --admin-allow networks */
+	ACCESS_MEMBER, /* cluster members (and loopback when a member is on it) */
+};
+/* 0, or -EINVAL for a bad ADDR[/BITS] */
+int access_allow_add(const char *cidr);
+bool access_is_loopback(const uint8_t addr[16]);
+enum access_class access_class_of(const struct sd_op_template *op);
+/* SD_RES_SUCCESS or SD_RES_ACCESS_DENIED for a client at addr */
+int access_check(const struct sd_op_template *op, const uint8_t addr[16]);
+void access_log_refusal(const struct sd_op_template *op, const uint8_t addr[16]);
+uint64_t access_nr_refused(void);
+
 /* ops.c */
 const struct sd_op_template *get_sd_op(uint8_t opcode);
 /* give every opcode its statistics slot (after stat_init) */
@@ -128,6 +143,8 @@ int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
 uint32_t group_epoch(void);
+/* addr is one of the current members'; *lo_member: a member is on loopback */
+bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
 /* this node's id */
 const struct sd_node_id *group_self(void);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
