@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -47,7 +48,25 @@ struct client_info {
 
 	struct list_head tx_queue;
 	uint32_t tx_done;
+
+	struct list_node link; /* in the list of every connection */
+	uint64_t rx_start;     /* tick when the request being read began */
+	uint64_t last_active;  /* tick of the last byte read or reply sent */
 };
+
+/*
+ * Connection accounting (main thread only): every connection is on one
+ * list, counted, and looked at once per tick (1 s) for the timeouts. At
+ * max_clients connections the listening sockets are not polled until one
+ * closes: the next clients wait in the backlog, nothing spins.
+ */
+static LIST_HEAD(all_clients);
+static int nr_clients, max_clients;
+static uint64_t tick; /* seconds since the first connection timer */
+static int tick_timer_fd = -1;
+static uint64_t nr_timed_out, nr_limit_pauses;
+static bool at_client_limit;
+static void accept_set(bool on);
 
 static void client_handler(int fd, uint32_t events, void *data);
 
@@ -151,6 +170,12 @@ static void close_client(struct client_info *ci)
 	ci->dead = true;
 	ev_del(ci->fd);
 	close(ci->fd);
+	list_del(&ci->link);
+	nr_clients--;
+	if (at_client_limit && nr_clients < max_clients) {
+		at_client_limit = false;
+		accept_set(true);
+	}
 	list_for_each_entry_safe(req, tmp, &ci->tx_queue, node) {
 		list_del(&req->node);
 		free_request(req);
@@ -192,6 +217,7 @@ static int flush_tx(struct client_info *ci)
 			return -1;
 		}
 		ci->tx_done += sent;
+		ci->last_active = tick;
 		if (ci->tx_done < total)
 			break;
 		ci->tx_done = 0;
@@ -461,6 +487,9 @@ static int rx_one(struct client_info *ci)
 		n = read(ci->fd, (char *)&ci->hdr + ci->hdr_done, sizeof(ci->hdr) - ci->hdr_done);
 		if (n <= 0)
 			goto out_err;
+		if (!ci->hdr_done)
+			ci->rx_start = tick;
+		ci->last_active = tick;
 		ci->hdr_done += n;
 		if (ci->hdr_done < sizeof(ci->hdr))
 			return 0;
@@ -479,6 +508,7 @@ static int rx_one(struct client_info *ci)
 		n = read(ci->fd, (char *)req->data + ci->rx_done, want - ci->rx_done);
 		if (n <= 0)
 			goto out_err;
+		ci->last_active = tick;
 		ci->rx_done += n;
 	}
 	return 1;
@@ -546,13 +576,24 @@ static int accept_timer_fd = -1;
 
 static void listen_handler(int listen_fd, uint32_t events, void *data);
 
+static bool accept_timer_armed;
+
+static void accept_set(bool on)
+{
+	/* the fd-limit pause and the connection limit each keep it off */
+	if (on && (accept_timer_armed || at_client_limit))
+		return;
+	for (int i = 0; i < nr_listen_fds; i++)
+		ev_modify(listen_fds[i], on ? EPOLLIN : 0);
+}
+
 static void accept_resume(int fd, uint32_t events, void *data)
 {
 	uint64_t expirations;
 
 	(void)!read(fd, &expirations, sizeof(expirations));
-	for (int i = 0; i < nr_listen_fds; i++)
-		ev_modify(listen_fds[i], EPOLLIN);
+	accept_timer_armed = false;
+	accept_set(true);
 }
 
 /*
@@ -564,8 +605,8 @@ static void accept_pause(void)
 {
 	struct itimerspec its = { .it_value = { 0, ACCEPT_PAUSE_MS * 1000000L } };
 
-	for (int i = 0; i < nr_listen_fds; i++)
-		ev_modify(listen_fds[i], 0);
+	accept_set(false);
+	accept_timer_armed = true;
 	timerfd_settime(accept_timer_fd, 0, &its, NULL);
 }
 
@@ -638,16 +679,72 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 			memcpy(ci->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
 		}
 		ci->events = EPOLLIN;
+		ci->last_active = tick;
 		INIT_LIST_HEAD(&ci->tx_queue);
 		if (ev_add(fd, EPOLLIN, client_handler, ci)) {
 			close(fd);
 			free(ci);
+			continue;
+		}
+		list_add_tail(&ci->link, &all_clients);
+		if (++nr_clients >= max_clients) {
+			sd_log_ratelimited(60, SDOG_WARNING,
+					   "%d connections: not accepting more until one closes "
+					   "(--max-connections)",
+					   nr_clients);
+			nr_limit_pauses++;
+			at_client_limit = true;
+			accept_set(false);
+			return;
 		}
 	}
 }
 
+/* once a second: close the connections that timed out */
+static void client_tick(int fd, uint32_t events, void *data)
+{
+	struct client_info *ci, *next;
+	uint64_t expirations = 0;
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	tick += expirations ? expirations : 1;
+	list_for_each_entry_safe(ci, next, &all_clients, link) {
+		bool partial = ci->hdr_done || ci->rx_req;
+		const char *why = NULL;
+
+		if (partial && sys.client_timeout && tick - ci->rx_start > (uint64_t)sys.client_timeout)
+			why = "a request that did not arrive in time (--client-timeout)";
+		else if (!partial && sys.idle_timeout && !ci->nr_inflight &&
+			 tick - ci->last_active > (uint64_t)sys.idle_timeout)
+			why = "an idle connection (--idle-timeout)";
+		if (!why)
+			continue;
+		sd_log_ratelimited(60, SDOG_INFO, "closing %s", why);
+		nr_timed_out++;
+		close_client(ci);
+	}
+}
+
+/* the connection limit when not given: what the descriptor limit leaves */
+static int default_max_clients(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536)
+		return 65536 - 256;
+	/* room for the store, the peers' connections and the log */
+	return rl.rlim_cur > 512 ? (int)rl.rlim_cur - 256 : (int)rl.rlim_cur / 2;
+}
+
+int request_nr_clients(void)
+{
+	return nr_clients;
+}
+
 int create_listen_port(const char *bind_addr, int port)
 {
+	struct itimerspec one_s = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+
 	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds)), ret;
 
 	if (nr < 0)
@@ -665,6 +762,14 @@ int create_listen_port(const char *bind_addr, int port)
 	ret = ev_add(access_timer_fd, EPOLLIN, access_retry, NULL);
 	if (ret)
 		return ret;
+	max_clients = sys.max_connections ? sys.max_connections : default_max_clients();
+	tick_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (tick_timer_fd < 0)
+		return -errno;
+	ret = ev_add(tick_timer_fd, EPOLLIN, client_tick, NULL);
+	if (ret)
+		return ret;
+	timerfd_settime(tick_timer_fd, 0, &one_s, NULL);
 	for (int i = 0; i < nr; i++) {
 		sd_set_nonblocking(fds[i]);
 		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);

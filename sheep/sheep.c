@@ -27,7 +27,7 @@
 #define DEFAULT_IO_THREADS 8
 #define DEFAULT_HANG_THRESHOLD 30 /* seconds */
 
-struct sheep_config sys;
+struct sheep_config sys = { .client_timeout = 30 };
 struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
 
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
@@ -49,6 +49,9 @@ static const struct option long_options[] = {
 	{ "metrics", required_argument, NULL, 'M' },
 	{ "nbd", optional_argument, NULL, 'N' },
 	{ "admin-allow", required_argument, NULL, 'A' },
+	{ "max-connections", required_argument, NULL, 'C' },
+	{ "client-timeout", required_argument, NULL, 'T' },
+	{ "idle-timeout", required_argument, NULL, 'I' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -86,6 +89,14 @@ static void usage(FILE *f, const char *prog)
 		"                         trace, statistics, cluster state) from the network\n"
 		"                         CIDR (ADDR or ADDR/BITS, repeatable); by default only\n"
 		"                         from loopback and the cluster's members\n"
+		"      --max-connections N  accept at most N client connections at once; the\n"
+		"                         next ones wait in the backlog (default: the\n"
+		"                         descriptor limit less 256)\n"
+		"      --client-timeout S close a connection whose request has not fully\n"
+		"                         arrived S seconds after its first byte (default 30,\n"
+		"                         0: never)\n"
+		"      --idle-timeout S   close a connection idle for S seconds (default 0:\n"
+		"                         never; QEMU and the peers keep idle connections)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
@@ -257,6 +268,21 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 					optarg);
 				return -1;
 			}
+			break;
+		case 'C':
+			if (sd_parse_uint(optarg, 1, 1000000, &v)) {
+				fprintf(stderr, "sheep: invalid --max-connections '%s'\n", optarg);
+				return -1;
+			}
+			sys.max_connections = (int)v;
+			break;
+		case 'T':
+		case 'I':
+			if (sd_parse_uint(optarg, 0, 86400, &v)) {
+				fprintf(stderr, "sheep: invalid timeout '%s' (0-86400 s)\n", optarg);
+				return -1;
+			}
+			*(ch == 'T' ? &sys.client_timeout : &sys.idle_timeout) = (int)v;
 			break;
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {

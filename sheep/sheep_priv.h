@@ -88,6 +88,8 @@ void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
+/* client connections open now */
+int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */
 void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
@@ -108,6 +110,9 @@ struct sheep_config {
 	uint32_t zone;
 	bool shutting_down;
 	int exit_status; /* non-zero: the daemon stops because it failed */
+	int max_connections;  /* --max-connections: client connections at once (0: derived) */
+	int client_timeout;   /* --client-timeout: s a request may take to arrive (0: none) */
+	int idle_timeout;     /* --idle-timeout: s a connection may sit idle (0: forever) */
 };
 extern struct sheep_config sys;
 extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq;
