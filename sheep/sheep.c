@@ -516,6 +516,8 @@ int main(int argc, char **argv)
 		ev_loop_once(1000);
 
 	sd_info("shutting down");
+	/* workers blocked on a peer (stopped, or stopping too) return now */
+	peer_abort_all();
 	driver->leave();
 #ifdef HAVE_TRACE
 	trace_shutdown();

@@ -193,6 +193,8 @@ int peer_op_get_obj_list(struct request *req);
 int peer_conn_get(const struct sd_node_id *nid);
 /* give fd back (ok) or close it (!ok: the stream may be out of step) */
 void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
+/* stopping: cut the sockets in use, refuse new ones (workers return at once) */
+void peer_abort_all(void);
 /* close every idle socket to nid (it restarted, or died) */
 void peer_conn_drop(const struct sd_node_id *nid);
 /* send a request (and its payload when WRITE): 0 or -errno */
