@@ -116,6 +116,7 @@
  * the wire: the gateway retries on a new ring, then answers SD_RES_EIO.
  */
 #define SD_RES_NETWORK 0xA0
+#define SD_RES_ACCESS_DENIED 0xA1 /* the client's address may not run this op */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0

@@ -47,6 +47,8 @@ static const char *const messages[] = {
 	[SD_RES_NO_TRACER] = "no such tracer",
 	[SD_RES_TRACE_OFF] = "that tracer is not running",
 	[SD_RES_NETWORK] = "cannot reach a peer node",
+	[SD_RES_ACCESS_DENIED] = "access denied: this address may not run that operation "
+				 "(see sheep --admin-allow)",
 };
 
 const char *sd_strerror(int result)

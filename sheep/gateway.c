@@ -285,7 +285,8 @@ static int do_io(struct gw_io *io)
 			ret = write_once(er, io);
 		last_epoch = er->epoch;
 		group_ring_put(er);
-		if (!retryable(ret) || sd_now_ns() > deadline)
+		/* stopping: the peers' sockets are cut, retrying cannot help */
+		if (!retryable(ret) || sd_now_ns() > deadline || sys.shutting_down)
 			break;
 		sleep_ms(GW_RETRY_SLEEP_MS);
 	}

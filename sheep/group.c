@@ -94,6 +94,22 @@ uint32_t group_epoch(void)
 	return e;
 }
 
+bool group_has_member_addr(const uint8_t addr[16], bool *lo_member)
+{
+	bool found = false;
+
+	*lo_member = false;
+	sd_mutex_lock(&cs_lock);
+	for (int i = 0; i < cs.nr_nodes; i++) {
+		if (!memcmp(cs.nodes[i].nid.addr, addr, sizeof(cs.nodes[i].nid.addr)))
+			found = true;
+		if (access_is_loopback(cs.nodes[i].nid.addr))
+			*lo_member = true;
+	}
+	sd_mutex_unlock(&cs_lock);
+	return found;
+}
+
 const struct sd_node_id *group_self(void)
 {
 	return &self_node.nid;

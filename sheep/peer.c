@@ -38,6 +38,40 @@ struct conn_pool {
 static struct conn_pool pools[POOL_SLOTS];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * The sockets taken from the pool and not yet given back, so that a
+ * stopping daemon can cut them (peer_abort_all): a worker blocked on a
+ * peer that does not answer (stopped, or stopping itself) then returns at
+ * once instead of after PEER_TIMEOUT_MS per attempt. Under pool_lock.
+ */
+#define MAX_BUSY 1024
+static int busy[MAX_BUSY], nr_busy;
+static bool aborting;
+
+static void busy_add(int fd)
+{
+	if (nr_busy < MAX_BUSY)
+		busy[nr_busy++] = fd;
+}
+
+static void busy_del(int fd)
+{
+	for (int i = 0; i < nr_busy; i++)
+		if (busy[i] == fd) {
+			busy[i] = busy[--nr_busy];
+			return;
+		}
+}
+
+void peer_abort_all(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	aborting = true;
+	for (int i = 0; i < nr_busy; i++)
+		shutdown(busy[i], SHUT_RDWR);
+	pthread_mutex_unlock(&pool_lock);
+}
+
 /* caller holds pool_lock; creates the slot (evicting an idle one) if needed */
 static struct conn_pool *find_pool(const struct sd_node_id *nid, bool create)
 {
@@ -79,9 +113,15 @@ int peer_conn_get(const struct sd_node_id *nid)
 	int fd = -1;
 
 	pthread_mutex_lock(&pool_lock);
+	if (aborting) {
+		pthread_mutex_unlock(&pool_lock);
+		return -ESHUTDOWN;
+	}
 	p = find_pool(nid, false);
-	if (p && p->nr_idle)
+	if (p && p->nr_idle) {
 		fd = p->idle[--p->nr_idle];
+		busy_add(fd);
+	}
 	pthread_mutex_unlock(&pool_lock);
 	if (fd >= 0)
 		return fd;
@@ -91,6 +131,12 @@ int peer_conn_get(const struct sd_node_id *nid)
 		return fd;
 	sd_set_nodelay(fd);
 	sd_set_timeout(fd, PEER_TIMEOUT_MS);
+	pthread_mutex_lock(&pool_lock);
+	busy_add(fd);
+	/* cut already: this one must not block either */
+	if (aborting)
+		shutdown(fd, SHUT_RDWR);
+	pthread_mutex_unlock(&pool_lock);
 	return fd;
 }
 
@@ -100,15 +146,16 @@ void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok)
 
 	if (fd < 0)
 		return;
-	if (ok) {
-		pthread_mutex_lock(&pool_lock);
+	pthread_mutex_lock(&pool_lock);
+	busy_del(fd);
+	if (ok && !aborting) {
 		p = find_pool(nid, true);
 		if (p->nr_idle < POOL_IDLE) {
 			p->idle[p->nr_idle++] = fd;
 			fd = -1;
 		}
-		pthread_mutex_unlock(&pool_lock);
 	}
+	pthread_mutex_unlock(&pool_lock);
 	if (fd >= 0)
 		close(fd);
 }

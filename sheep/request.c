@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -41,6 +42,7 @@ struct client_info {
 	bool mem_wait; /* rx_req waits for payload memory (in mem_waiters) */
 	struct list_node mem_node;
 	uint32_t events;
+	uint8_t addr[16]; /* the client's address, IPv6 or v4-mapped */
 
 	struct sd_req hdr;
 	uint32_t hdr_done;
@@ -49,7 +51,25 @@ struct client_info {
 
 	struct list_head tx_queue;
 	uint32_t tx_done;
+
+	struct list_node link; /* in the list of every connection */
+	uint64_t rx_start;     /* tick when the request being read began */
+	uint64_t last_active;  /* tick of the last byte read or reply sent */
 };
+
+/*
+ * Connection accounting (main thread only): every connection is on one
+ * list, counted, and looked at once per tick (1 s) for the timeouts. At
+ * max_clients connections the listening sockets are not polled until one
+ * closes: the next clients wait in the backlog, nothing spins.
+ */
+static LIST_HEAD(all_clients);
+static int nr_clients, max_clients;
+static uint64_t tick; /* seconds since the first connection timer */
+static int tick_timer_fd = -1;
+static uint64_t nr_timed_out, nr_limit_pauses;
+static bool at_client_limit;
+static void accept_set(bool on);
 
 static void client_handler(int fd, uint32_t events, void *data);
 
@@ -263,6 +283,12 @@ static void close_client(struct client_info *ci)
 	ci->dead = true;
 	ev_del(ci->fd);
 	close(ci->fd);
+	list_del(&ci->link);
+	nr_clients--;
+	if (at_client_limit && nr_clients < max_clients) {
+		at_client_limit = false;
+		accept_set(true);
+	}
 	list_for_each_entry_safe(req, tmp, &ci->tx_queue, node) {
 		list_del(&req->node);
 		free_request(req);
@@ -304,6 +330,7 @@ static int flush_tx(struct client_info *ci)
 			return -1;
 		}
 		ci->tx_done += sent;
+		ci->last_active = tick;
 		if (ci->tx_done < total)
 			break;
 		ci->tx_done = 0;
@@ -404,6 +431,46 @@ static void finish_with(struct request *req, int result)
 /* client requests that came while this node was joining (main thread only) */
 static LIST_HEAD(join_waiters);
 
+/*
+ * Member ops refused by access.c wait a little before the refusal: the
+ * members do not apply a join at the same moment, and a node that has just
+ * joined may ask a member (or be asked by one) before that member, or the
+ * node itself, has it in its list. They are checked again every
+ * ACCESS_RETRY_MS, and refused after ACCESS_WAIT_MS. (Admin ops are
+ * refused at once: the one a joining node sends, STAT_CLUSTER, is retried
+ * by the joining node itself.)
+ */
+#define ACCESS_RETRY_MS 100
+#define ACCESS_WAIT_MS 2000
+static LIST_HEAD(access_waiters);
+static int access_timer_fd = -1;
+
+static void access_park(struct request *req)
+{
+	struct itimerspec its = { .it_value = { 0, ACCESS_RETRY_MS * 1000000L } };
+
+	if (list_empty(&access_waiters))
+		timerfd_settime(access_timer_fd, 0, &its, NULL);
+	list_add_tail(&req->node, &access_waiters);
+}
+
+/* the access check of dispatch(): true when req may go on */
+static bool access_ok(struct request *req)
+{
+	int ret = access_check(req->op, req->ci->addr);
+
+	if (ret == SD_RES_SUCCESS)
+		return true;
+	if (!req->ci->dead && access_timer_fd >= 0 && access_class_of(req->op) == ACCESS_MEMBER &&
+	    stat_clock_ns(stat_clock() - req->start) < ACCESS_WAIT_MS * UINT64_C(1000000)) {
+		access_park(req);
+		return false;
+	}
+	access_log_refusal(req->op, req->ci->addr);
+	finish_with(req, ret);
+	return false;
+}
+
 static void dispatch(struct request *req)
 {
 	int ret = req->rp.result;
@@ -417,6 +484,8 @@ static void dispatch(struct request *req)
 	}
 	if (sys.shutting_down)
 		return finish_with(req, SD_RES_SHUTDOWN);
+	if (!access_ok(req))
+		return;
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {
@@ -477,6 +546,20 @@ void request_join_done(void)
 	}
 }
 
+static void access_retry(int fd, uint32_t events, void *data)
+{
+	struct request *req, *next;
+	uint64_t expirations;
+	LIST_HEAD(waiters);
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	list_splice_tail_init(&access_waiters, &waiters);
+	list_for_each_entry_safe(req, next, &waiters, node) {
+		list_del(&req->node);
+		dispatch(req);
+	}
+}
+
 /* a header arrived: make its request, with a result preset on a bad header */
 static struct request *new_request(struct client_info *ci)
 {
@@ -528,6 +611,9 @@ static int rx_one(struct client_info *ci)
 		n = read(ci->fd, (char *)&ci->hdr + ci->hdr_done, sizeof(ci->hdr) - ci->hdr_done);
 		if (n <= 0)
 			goto out_err;
+		if (!ci->hdr_done)
+			ci->rx_start = tick;
+		ci->last_active = tick;
 		ci->hdr_done += n;
 		if (ci->hdr_done < sizeof(ci->hdr))
 			return 0;
@@ -554,6 +640,7 @@ static int rx_one(struct client_info *ci)
 		n = read(ci->fd, (char *)req->data + ci->rx_done, want - ci->rx_done);
 		if (n <= 0)
 			goto out_err;
+		ci->last_active = tick;
 		ci->rx_done += n;
 	}
 	return 1;
@@ -621,13 +708,24 @@ static int accept_timer_fd = -1;
 
 static void listen_handler(int listen_fd, uint32_t events, void *data);
 
+static bool accept_timer_armed;
+
+static void accept_set(bool on)
+{
+	/* the fd-limit pause and the connection limit each keep it off */
+	if (on && (accept_timer_armed || at_client_limit))
+		return;
+	for (int i = 0; i < nr_listen_fds; i++)
+		ev_modify(listen_fds[i], on ? EPOLLIN : 0);
+}
+
 static void accept_resume(int fd, uint32_t events, void *data)
 {
 	uint64_t expirations;
 
 	(void)!read(fd, &expirations, sizeof(expirations));
-	for (int i = 0; i < nr_listen_fds; i++)
-		ev_modify(listen_fds[i], EPOLLIN);
+	accept_timer_armed = false;
+	accept_set(true);
 }
 
 /*
@@ -639,8 +737,8 @@ static void accept_pause(void)
 {
 	struct itimerspec its = { .it_value = { 0, ACCEPT_PAUSE_MS * 1000000L } };
 
-	for (int i = 0; i < nr_listen_fds; i++)
-		ev_modify(listen_fds[i], 0);
+	accept_set(false);
+	accept_timer_armed = true;
 	timerfd_settime(accept_timer_fd, 0, &its, NULL);
 }
 
@@ -683,7 +781,10 @@ void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 static void listen_handler(int listen_fd, uint32_t events, void *data)
 {
 	for (;;) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+		int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sslen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct client_info *ci;
 
 		if (fd < 0) {
@@ -703,17 +804,79 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 		}
 		ci->fd = fd;
 		ci->refcnt = 1;
+		if (ss.ss_family == AF_INET6) {
+			memcpy(ci->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		} else if (ss.ss_family == AF_INET) {
+			ci->addr[10] = ci->addr[11] = 0xff;
+			memcpy(ci->addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		}
 		ci->events = EPOLLIN;
+		ci->last_active = tick;
 		INIT_LIST_HEAD(&ci->tx_queue);
 		if (ev_add(fd, EPOLLIN, client_handler, ci)) {
 			close(fd);
 			free(ci);
+			continue;
+		}
+		list_add_tail(&ci->link, &all_clients);
+		if (++nr_clients >= max_clients) {
+			sd_log_ratelimited(60, SDOG_WARNING,
+					   "%d connections: not accepting more until one closes "
+					   "(--max-connections)",
+					   nr_clients);
+			nr_limit_pauses++;
+			at_client_limit = true;
+			accept_set(false);
+			return;
 		}
 	}
 }
 
+/* once a second: close the connections that timed out */
+static void client_tick(int fd, uint32_t events, void *data)
+{
+	struct client_info *ci, *next;
+	uint64_t expirations = 0;
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	tick += expirations ? expirations : 1;
+	list_for_each_entry_safe(ci, next, &all_clients, link) {
+		bool partial = ci->hdr_done || ci->rx_req;
+		const char *why = NULL;
+
+		if (partial && sys.client_timeout && tick - ci->rx_start > (uint64_t)sys.client_timeout)
+			why = "a request that did not arrive in time (--client-timeout)";
+		else if (!partial && sys.idle_timeout && !ci->nr_inflight &&
+			 tick - ci->last_active > (uint64_t)sys.idle_timeout)
+			why = "an idle connection (--idle-timeout)";
+		if (!why)
+			continue;
+		sd_log_ratelimited(60, SDOG_INFO, "closing %s", why);
+		nr_timed_out++;
+		close_client(ci);
+	}
+}
+
+/* the connection limit when not given: what the descriptor limit leaves */
+static int default_max_clients(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536)
+		return 65536 - 256;
+	/* room for the store, the peers' connections and the log */
+	return rl.rlim_cur > 512 ? (int)rl.rlim_cur - 256 : (int)rl.rlim_cur / 2;
+}
+
+int request_nr_clients(void)
+{
+	return nr_clients;
+}
+
 int create_listen_port(const char *bind_addr, int port)
 {
+	struct itimerspec one_s = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+
 	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds)), ret;
 
 	if (nr < 0)
@@ -731,6 +894,20 @@ int create_listen_port(const char *bind_addr, int port)
 	ret = ev_add(mem_event_fd, EPOLLIN, mem_resume, NULL);
 	if (ret)
 		return ret;
+	access_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (access_timer_fd < 0)
+		return -errno;
+	ret = ev_add(access_timer_fd, EPOLLIN, access_retry, NULL);
+	if (ret)
+		return ret;
+	max_clients = sys.max_connections ? sys.max_connections : default_max_clients();
+	tick_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (tick_timer_fd < 0)
+		return -errno;
+	ret = ev_add(tick_timer_fd, EPOLLIN, client_tick, NULL);
+	if (ret)
+		return ret;
+	timerfd_settime(tick_timer_fd, 0, &one_s, NULL);
 	for (int i = 0; i < nr; i++) {
 		sd_set_nonblocking(fds[i]);
 		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);

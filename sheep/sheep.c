@@ -27,7 +27,7 @@
 #define DEFAULT_IO_THREADS 8
 #define DEFAULT_HANG_THRESHOLD 30 /* seconds */
 
-struct sheep_config sys;
+struct sheep_config sys = { .client_timeout = 30 };
 struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
 
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
@@ -56,6 +56,10 @@ static const struct option long_options[] = {
 	{ "nbd", optional_argument, NULL, 'N' },
 	{ "max-inflight-bytes", required_argument, NULL, OPT_MAX_INFLIGHT },
 	{ "recovery-max-bandwidth", required_argument, NULL, OPT_RECOVERY_BW },
+	{ "admin-allow", required_argument, NULL, 'A' },
+	{ "max-connections", required_argument, NULL, 'C' },
+	{ "client-timeout", required_argument, NULL, 'T' },
+	{ "idle-timeout", required_argument, NULL, 'I' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -96,6 +100,18 @@ static void usage(FILE *f, const char *prog)
 		"                         (threads + 2) x 4 MiB)\n"
 		"      --recovery-max-bandwidth MB  recovery fetches at most MB MB/s on this\n"
 		"                         node (default %d, 0: unlimited)\n"
+		"      --admin-allow CIDR also accept admin ops (format, shutdown, vdi delete,\n"
+		"                         trace, statistics, cluster state) from the network\n"
+		"                         CIDR (ADDR or ADDR/BITS, repeatable); by default only\n"
+		"                         from loopback and the cluster's members\n"
+		"      --max-connections N  accept at most N client connections at once; the\n"
+		"                         next ones wait in the backlog (default: the\n"
+		"                         descriptor limit less 256)\n"
+		"      --client-timeout S close a connection whose request has not fully\n"
+		"                         arrived S seconds after its first byte (default 30,\n"
+		"                         0: never)\n"
+		"      --idle-timeout S   close a connection idle for S seconds (default 0:\n"
+		"                         never; QEMU and the peers keep idle connections)\n"
 		"  -h, --help             print this help and exit\n"
 		"  -v, --version          print the version and exit\n"
 		"\n"
@@ -260,6 +276,30 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			}
 			break;
 		}
+		case 'A':
+			if (access_allow_add(optarg)) {
+				fprintf(stderr,
+					"sheep: invalid --admin-allow '%s' (ADDR or ADDR/BITS, at "
+					"most 32)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'C':
+			if (sd_parse_uint(optarg, 1, 1000000, &v)) {
+				fprintf(stderr, "sheep: invalid --max-connections '%s'\n", optarg);
+				return -1;
+			}
+			sys.max_connections = (int)v;
+			break;
+		case 'T':
+		case 'I':
+			if (sd_parse_uint(optarg, 0, 86400, &v)) {
+				fprintf(stderr, "sheep: invalid timeout '%s' (0-86400 s)\n", optarg);
+				return -1;
+			}
+			*(ch == 'T' ? &sys.client_timeout : &sys.idle_timeout) = (int)v;
+			break;
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
 				fprintf(stderr, "sheep: invalid port '%s'\n", optarg);
@@ -528,6 +568,8 @@ int main(int argc, char **argv)
 		ev_loop_once(1000);
 
 	sd_info("shutting down");
+	/* workers blocked on a peer (stopped, or stopping too) return now */
+	peer_abort_all();
 	driver->leave();
 #ifdef HAVE_TRACE
 	trace_shutdown();

@@ -65,6 +65,21 @@ struct sd_op_template {
 	int (*process)(struct request *req);
 };
 
+/* access.c: who may run which op (see there) */
+enum access_class {
+	ACCESS_PUBLIC, /* the VDI protocol: every client */
+	ACCESS_ADMIN,  /* loopback, members and --admin-allow networks */
+	ACCESS_MEMBER, /* cluster members (and loopback when a member is on it) */
+};
+/* 0, or -EINVAL for a bad ADDR[/BITS] */
+int access_allow_add(const char *cidr);
+bool access_is_loopback(const uint8_t addr[16]);
+enum access_class access_class_of(const struct sd_op_template *op);
+/* SD_RES_SUCCESS or SD_RES_ACCESS_DENIED for a client at addr */
+int access_check(const struct sd_op_template *op, const uint8_t addr[16]);
+void access_log_refusal(const struct sd_op_template *op, const uint8_t addr[16]);
+uint64_t access_nr_refused(void);
+
 /* ops.c */
 const struct sd_op_template *get_sd_op(uint8_t opcode);
 /* give every opcode its statistics slot (after stat_init) */
@@ -77,6 +92,8 @@ void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
 void request_set_max_inflight(uint64_t bytes);
+/* client connections open now */
+int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */
 void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
@@ -97,6 +114,9 @@ struct sheep_config {
 	uint32_t zone;
 	bool shutting_down;
 	int exit_status; /* non-zero: the daemon stops because it failed */
+	int max_connections;  /* --max-connections: client connections at once (0: derived) */
+	int client_timeout;   /* --client-timeout: s a request may take to arrive (0: none) */
+	int idle_timeout;     /* --idle-timeout: s a connection may sit idle (0: forever) */
 };
 extern struct sheep_config sys;
 extern struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
@@ -146,6 +166,8 @@ int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
 uint32_t group_epoch(void);
+/* addr is one of the current members'; *lo_member: a member is on loopback */
+bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
 /* this node's id */
 const struct sd_node_id *group_self(void);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
@@ -191,6 +213,8 @@ int peer_op_get_obj_list(struct request *req);
 int peer_conn_get(const struct sd_node_id *nid);
 /* give fd back (ok) or close it (!ok: the stream may be out of step) */
 void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
+/* stopping: cut the sockets in use, refuse new ones (workers return at once) */
+void peer_abort_all(void);
 /* close every idle socket to nid (it restarted, or died) */
 void peer_conn_drop(const struct sd_node_id *nid);
 /* send a request (and its payload when WRITE): 0 or -errno */

@@ -35,6 +35,16 @@
 #include "trace_priv.h"
 
 static struct tbuf *tbuf_list;
+static uint64_t tbuf_total; /* bytes of ring pages populated, under TRACE_MAX_TOTAL */
+
+/* take len bytes of the total budget: false when they do not fit */
+static bool budget_take(uint64_t len)
+{
+	if (__atomic_add_fetch(&tbuf_total, len, __ATOMIC_RELAXED) <= TRACE_MAX_TOTAL)
+		return true;
+	__atomic_sub_fetch(&tbuf_total, len, __ATOMIC_RELAXED);
+	return false;
+}
 
 /* ---- clock ---- */
 
@@ -103,12 +113,18 @@ static struct tbuf *tbuf_alloc(uint64_t nr_records, uint64_t max_records)
 	size_t len = sizeof(struct tbuf) + max_records * sizeof(struct trace_rec);
 	struct tbuf *b;
 
+	uint64_t used = sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec);
+
 	len = round_up(len, 4096);
+	if (!budget_take(used))
+		return NULL;
 	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
 		 0);
-	if (b == MAP_FAILED)
+	if (b == MAP_FAILED) {
+		__atomic_sub_fetch(&tbuf_total, used, __ATOMIC_RELAXED);
 		return NULL;
-	populate(b, sizeof(struct tbuf) + nr_records * sizeof(struct trace_rec));
+	}
+	populate(b, used);
 	b->map_len = len;
 	b->map_nr = max_records;
 	b->mask = nr_records - 1;
@@ -134,7 +150,7 @@ int tbuf_grow(struct tbuf *b)
 {
 	uint64_t nr = b->mask + 1;
 
-	if (nr >= b->map_nr || b->head > nr) {
+	if (nr >= b->map_nr || b->head > nr || !budget_take(nr * sizeof(struct trace_rec))) {
 		b->grow_at = UINT64_MAX;
 		return -ENOSPC;
 	}

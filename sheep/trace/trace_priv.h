@@ -36,6 +36,12 @@
 #define TRACE_GROW_MARGIN 512 /* records: exits pushed after the last entry's check */
 #define TRACE_MIN_BUFFER 4096
 #define TRACE_MAX_BUFFER (256ULL << 20)
+/*
+ * What every ring of every tracer may take in all (pages populated, kept
+ * for reuse after a stop): a thread that would go past it is not traced in
+ * that session, so --buffer-size times the threads cannot eat the memory.
+ */
+#define TRACE_MAX_TOTAL (512ULL << 20)
 #define TRACE_STW_TIMEOUT_MS 1000
 
 /* ---- sites (site.c, symbol.c) ---- */

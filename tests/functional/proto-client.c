@@ -22,6 +22,7 @@
 #include "util.h"
 
 int pc_port = SD_LISTEN_PORT;
+const char *pc_addr = "127.0.0.1";
 int nr_fail;
 
 void pc_fail(const char *fmt, ...)
@@ -68,6 +69,7 @@ static const char *const res_names[] = {
 	[SD_RES_NOT_FORMATTED] = "NOT_FORMATTED",
 	[SD_RES_ALREADY_FORMATTED] = "ALREADY_FORMATTED",
 	[SD_RES_INVALID_VERSION] = "INVALID_VERSION",
+	[SD_RES_ACCESS_DENIED] = "ACCESS_DENIED",
 };
 
 const char *res_name(uint32_t result)
@@ -82,7 +84,7 @@ const char *res_name(uint32_t result)
 
 int pc_connect(int timeout_ms)
 {
-	int fd = sd_connect("127.0.0.1", pc_port, 3000);
+	int fd = sd_connect(pc_addr, pc_port, 3000);
 
 	if (fd < 0) {
 		fail("cannot connect: %s", strerror(-fd));
@@ -438,11 +440,12 @@ static const struct {
 	{ "create", scenario_create },
 	{ "past-end", scenario_past_end },
 	{ "empty-answers", scenario_empty_answers },
+	{ "access", scenario_access },
 };
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: proto-client [-p PORT] SCENARIO\nscenarios:");
+	fprintf(stderr, "usage: proto-client [-a ADDR] [-p PORT] SCENARIO\nscenarios:");
 	for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 		fprintf(stderr, " %s", scenarios[i].name);
 	fprintf(stderr, "\n");
@@ -454,8 +457,11 @@ int main(int argc, char **argv)
 	int opt;
 	uint64_t v;
 
-	while ((opt = getopt(argc, argv, "p:h")) != -1) {
+	while ((opt = getopt(argc, argv, "a:p:h")) != -1) {
 		switch (opt) {
+		case 'a':
+			pc_addr = optarg;
+			break;
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v))
 				usage();

@@ -18,6 +18,7 @@
 #define OBJ_SIZE (UINT32_C(1) << SD_DEFAULT_BLOCK_SIZE_SHIFT)
 
 extern int pc_port;
+extern const char *pc_addr; /* -a, default 127.0.0.1 */
 extern int nr_fail;
 
 #define step(fmt, ...) printf(fmt "\n", ##__VA_ARGS__)
@@ -30,7 +31,7 @@ void pc_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "SUCCESS", "VDI_EXIST", ... or "0x%x" */
 const char *res_name(uint32_t result);
 
-/* a blocking connection to 127.0.0.1:port with a receive timeout (ms); -1 on failure */
+/* a blocking connection to pc_addr:port with a receive timeout (ms); -1 on failure */
 int pc_connect(int timeout_ms);
 
 /* 0, or -errno (-ECONNRESET on EOF) */
@@ -96,5 +97,7 @@ int scenario_inode_write(void);
 int scenario_create(void);
 int scenario_past_end(void);
 int scenario_empty_answers(void);
+/* the access scenario (proto-access.c) */
+int scenario_access(void);
 
 #endif
