@@ -2,6 +2,7 @@
 #ifndef NET_H
 #define NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "sheepdog_proto.h"
@@ -33,5 +34,7 @@ int sd_exec_req(int fd, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t 
 void sd_addr_to_str(const uint8_t addr[16], uint16_t port, char *buf, size_t len);
 /* Fill a 16-byte address (v4-mapped for IPv4) from a string: 0 or -EINVAL */
 int sd_str_to_addr(const char *s, uint8_t addr[16]);
+/* a 16-byte address of loopback: ::1, or v4-mapped 127.0.0.0/8 */
+bool sd_addr_is_loopback(const uint8_t addr[16]);
 
 #endif

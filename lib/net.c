@@ -197,3 +197,13 @@ int sd_str_to_addr(const char *s, uint8_t addr[16])
 		return 0;
 	return -EINVAL;
 }
+
+bool sd_addr_is_loopback(const uint8_t addr[16])
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t lo6[16] = { [15] = 1 };
+
+	if (!memcmp(addr, v4mapped, sizeof(v4mapped)))
+		return addr[12] == 127;
+	return !memcmp(addr, lo6, sizeof(lo6));
+}

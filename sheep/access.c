@@ -77,15 +77,6 @@ int access_allow_add(const char *cidr)
 	return 0;
 }
 
-bool access_is_loopback(const uint8_t addr[16])
-{
-	static const uint8_t lo6[16] = { [15] = 1 };
-
-	if (!memcmp(addr, v4mapped, sizeof(v4mapped)))
-		return addr[12] == 127;
-	return !memcmp(addr, lo6, sizeof(lo6));
-}
-
 enum access_class access_class_of(const struct sd_op_template *op)
 {
 	if (op->type == OP_PEER || op->type == OP_FETCH)
@@ -118,7 +109,7 @@ int access_check(const struct sd_op_template *op, const uint8_t addr[16])
 		return SD_RES_SUCCESS;
 	if (group_has_member_addr(addr, &lo_member))
 		return SD_RES_SUCCESS;
-	if (access_is_loopback(addr) && (c == ACCESS_ADMIN || lo_member))
+	if (sd_addr_is_loopback(addr) && (c == ACCESS_ADMIN || lo_member))
 		return SD_RES_SUCCESS;
 	if (c == ACCESS_ADMIN && allowed_admin_net(addr))
 		return SD_RES_SUCCESS;

@@ -26,6 +26,7 @@
 
 #include "cluster/cluster.h"
 #include "lock.h"
+#include "net.h"
 #include "sheep_priv.h"
 
 #define CONFIG_MAGIC UINT64_C(0x53444f47434f4e46) /* "SDOGCONF" */
@@ -103,7 +104,7 @@ bool group_has_member_addr(const uint8_t addr[16], bool *lo_member)
 	for (int i = 0; i < cs.nr_nodes; i++) {
 		if (!memcmp(cs.nodes[i].nid.addr, addr, sizeof(cs.nodes[i].nid.addr)))
 			found = true;
-		if (access_is_loopback(cs.nodes[i].nid.addr))
+		if (sd_addr_is_loopback(cs.nodes[i].nid.addr))
 			*lo_member = true;
 	}
 	sd_mutex_unlock(&cs_lock);

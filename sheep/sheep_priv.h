@@ -73,7 +73,6 @@ enum access_class {
 };
 /* 0, or -EINVAL for a bad ADDR[/BITS] */
 int access_allow_add(const char *cidr);
-bool access_is_loopback(const uint8_t addr[16]);
 enum access_class access_class_of(const struct sd_op_template *op);
 /* SD_RES_SUCCESS or SD_RES_ACCESS_DENIED for a client at addr */
 int access_check(const struct sd_op_template *op, const uint8_t addr[16]);

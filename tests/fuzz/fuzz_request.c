@@ -70,13 +70,20 @@ static int parse_expected(const uint8_t *data, size_t size, struct expect *exp, 
 
 #define MAX_EXPECT 4096
 
+/* what listen_handler does for a connection accepted from 127.0.0.1 */
 static void init_client(struct client_info *ci, int fd)
 {
 	memset(ci, 0, sizeof(*ci));
 	ci->fd = fd;
 	ci->refcnt = 1;
+	ci->addr[10] = ci->addr[11] = 0xff;
+	ci->addr[12] = 127;
+	ci->addr[15] = 1;
 	ci->events = EPOLLIN;
+	ci->last_active = tick;
 	INIT_LIST_HEAD(&ci->tx_queue);
+	list_add_tail(&ci->link, &all_clients);
+	nr_clients++;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -22,7 +22,7 @@ verbose=${1:-}
 declare -A rank=(
 	[sheep]=100
 	[request]=90 [nbd]=90 [metrics]=90
-	[ordered]=86 [ops]=85
+	[ordered]=86 [ops]=85 [access]=80
 	[recovery]=72 [vdi]=70 [deleted]=68
 	[gateway]=60
 	[peer]=50 [replica]=48
