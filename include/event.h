@@ -16,6 +16,11 @@ int ev_add(int fd, uint32_t events, ev_handler_fn handler, void *data);
 int ev_modify(int fd, uint32_t events);
 /* unregister; safe to call from inside a handler for any fd */
 void ev_del(int fd);
+/*
+ * Listen on host:port (sd_listen) and poll each socket for EPOLLIN with
+ * handler: the number of sockets put into fds (up to max), or -errno.
+ */
+int ev_listen(const char *host, int port, ev_handler_fn handler, void *data, int *fds, int max);
 /* one round: wait up to timeout ms and dispatch; 0 or -errno */
 int ev_loop_once(int timeout);
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "event.h"
+#include "net.h"
 #include "util.h"
 
 struct ev_slot {
@@ -114,4 +115,19 @@ int ev_loop_once(int timeout)
 		slots[fd].handler(fd, events[i].events, slots[fd].data);
 	}
 	return 0;
+}
+
+int ev_listen(const char *host, int port, ev_handler_fn handler, void *data, int *fds, int max)
+{
+	int nr = sd_listen(host, port, fds, max);
+
+	for (int i = 0; i < nr; i++) {
+		int ret;
+
+		sd_set_nonblocking(fds[i]);
+		ret = ev_add(fds[i], EPOLLIN, handler, data);
+		if (ret)
+			return ret;
+	}
+	return nr;
 }

@@ -405,21 +405,15 @@ int metrics_parse(const char *arg, char *addr, size_t addr_len, int *port)
 int metrics_start(const char *arg)
 {
 	char addr[64];
-	int port, fds[8], nr, ret;
+	int port, fds[8], nr;
 
 	if (metrics_parse(arg, addr, sizeof(addr), &port))
 		return -EINVAL;
 	for (int i = 0; i < METRICS_MAX_CONNS; i++)
 		conns[i].fd = -1;
-	nr = sd_listen(addr, port, fds, ARRAY_SIZE(fds));
+	nr = ev_listen(addr, port, listen_handler, NULL, fds, ARRAY_SIZE(fds));
 	if (nr < 0)
 		return nr;
-	for (int i = 0; i < nr; i++) {
-		sd_set_nonblocking(fds[i]);
-		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
-		if (ret)
-			return ret;
-	}
 	sd_info("metrics on http://%s:%d/metrics", addr, port);
 	return 0;
 }

@@ -723,20 +723,14 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 
 int nbd_init(const char *addr, int port, int nr_threads)
 {
-	int fds[8], nr, ret;
+	int fds[8], nr;
 
 	nbd_wq = wq_create("nbd", nr_threads);
 	if (!nbd_wq)
 		return -ENOMEM;
-	nr = sd_listen(addr, port, fds, ARRAY_SIZE(fds));
+	nr = ev_listen(addr, port, listen_handler, NULL, fds, ARRAY_SIZE(fds));
 	if (nr < 0)
 		return nr;
-	for (int i = 0; i < nr; i++) {
-		sd_set_nonblocking(fds[i]);
-		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
-		if (ret)
-			return ret;
-	}
 	sd_info("nbd: serving vdis on %s port %d", addr && *addr ? addr : "every address", port);
 	return 0;
 }

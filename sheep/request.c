@@ -873,48 +873,47 @@ int request_nr_clients(void)
 	return nr_clients;
 }
 
+/* a timerfd polled with handler, armed later: fd or -errno */
+static int add_timer(ev_handler_fn handler)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = ev_add(fd, EPOLLIN, handler, NULL);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 int create_listen_port(const char *bind_addr, int port)
 {
 	struct itimerspec one_s = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+	int ret;
 
-	int fds[8], nr = sd_listen(bind_addr, port, fds, ARRAY_SIZE(fds)), ret;
-
-	if (nr < 0)
-		return nr;
-	/* made now: once descriptors run out, it could not be made */
-	accept_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	/* made now: once descriptors run out, they could not be made */
+	accept_timer_fd = add_timer(accept_resume);
 	if (accept_timer_fd < 0)
-		return -errno;
-	ret = ev_add(accept_timer_fd, EPOLLIN, accept_resume, NULL);
-	if (ret)
-		return ret;
+		return accept_timer_fd;
+	access_timer_fd = add_timer(access_retry);
+	if (access_timer_fd < 0)
+		return access_timer_fd;
+	tick_timer_fd = add_timer(client_tick);
+	if (tick_timer_fd < 0)
+		return tick_timer_fd;
 	mem_event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (mem_event_fd < 0)
 		return -errno;
 	ret = ev_add(mem_event_fd, EPOLLIN, mem_resume, NULL);
 	if (ret)
 		return ret;
-	access_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (access_timer_fd < 0)
-		return -errno;
-	ret = ev_add(access_timer_fd, EPOLLIN, access_retry, NULL);
-	if (ret)
-		return ret;
 	max_clients = sys.max_connections ? sys.max_connections : default_max_clients();
-	tick_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (tick_timer_fd < 0)
-		return -errno;
-	ret = ev_add(tick_timer_fd, EPOLLIN, client_tick, NULL);
-	if (ret)
-		return ret;
 	timerfd_settime(tick_timer_fd, 0, &one_s, NULL);
-	for (int i = 0; i < nr; i++) {
-		sd_set_nonblocking(fds[i]);
-		ret = ev_add(fds[i], EPOLLIN, listen_handler, NULL);
-		if (ret)
-			return ret;
-		if (nr_listen_fds < (int)ARRAY_SIZE(listen_fds))
-			listen_fds[nr_listen_fds++] = fds[i];
-	}
+	ret = ev_listen(bind_addr, port, listen_handler, NULL, listen_fds, ARRAY_SIZE(listen_fds));
+	if (ret < 0)
+		return ret;
+	nr_listen_fds = ret;
 	return 0;
 }
