@@ -12,7 +12,8 @@
  *   and finally to any node, since without recovery a replica of the new
  *   ring may not hold the object yet.
  * - A peer on another epoch, or an unreachable peer, makes the gateway retry
- *   on the newest ring until GW_RETRY_MS has passed.
+ *   on the newest ring until GW_RETRY_MS has passed since the last new
+ *   epoch it saw (a stopped peer is evicted after the heartbeat timeout).
  * - A COW create reads the whole source object through the gateway, applies
  *   the write to it and sends the result as a plain create: the source's
  *   replicas need not be the new object's.
@@ -283,6 +284,9 @@ static int do_io(struct gw_io *io)
 			ret = read_once(er, io);
 		else
 			ret = write_once(er, io);
+		/* a new epoch (a node left or came back): the wait starts again */
+		if (last_epoch && er->epoch != last_epoch)
+			deadline = sd_now_ns() + (uint64_t)GW_RETRY_MS * 1000000;
 		last_epoch = er->epoch;
 		group_ring_put(er);
 		/* stopping: the peers' sockets are cut, retrying cannot help */

@@ -10,7 +10,15 @@
  * Quorum: a node whose partition has no quorum (the cluster driver says
  * so, see cluster.h) counts no epoch and applies no event: it stops with
  * a failure status, so that the majority alone goes on. Restarted once
- * the network is back, it joins like any node. Membership news goes up
+ * the network is back, it joins like any node.
+ *
+ * Eviction: when the others declared this node dead (it was stopped or
+ * hung for longer than the heartbeat timeout, see cluster.h), its view is
+ * stale. From that moment it is joining again (group_is_joining(): client
+ * requests wait, peers on the new epoch are refused), and from the main
+ * loop it leaves the driver and joins it again as a new member: a new
+ * epoch, its objects set aside as stale and recovered like any joiner's.
+ * Membership news goes up
  * through the callbacks that main registered (group_set_news): this file
  * calls nothing above it.
  */
@@ -21,10 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cluster/cluster.h"
+#include "event.h"
 #include "lock.h"
 #include "net.h"
 #include "sheep_priv.h"
@@ -46,6 +56,8 @@ static const struct cluster_driver *driver;
 static struct epoch_ring *cur_ring; /* under cs_lock */
 static bool is_quorum_lost;	    /* main thread */
 static bool is_cluster_stopping;    /* main thread: a cluster shutdown was delivered */
+static int rejoin_fd = -1;	    /* main thread: armed when this node was evicted */
+static uint32_t nr_evictions;	    /* main thread */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -342,6 +354,12 @@ static void news_epoch_changed(void)
 		news.epoch_changed();
 }
 
+static void news_node_left(const struct sd_node *left)
+{
+	if (news.node_left)
+		news.node_left(&left->nid);
+}
+
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 {
 	self_node = *me;
@@ -351,10 +369,18 @@ int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 
 void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
+	bool is_self = !memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid));
+
 	if (!check_quorum())
 		return;
+	/* back after an eviction, and alone: nobody to learn from */
+	if (is_self && nr == 1) {
+		sd_mutex_lock(&cs_lock);
+		cs.joining = false;
+		sd_mutex_unlock(&cs_lock);
+	}
 	/* joining a cluster that runs: learn its state before serving */
-	if (!memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid)) && nr > 1) {
+	if (is_self && nr > 1) {
 		sd_mutex_lock(&cs_lock);
 		cs.joining = true;
 		sd_mutex_unlock(&cs_lock);
@@ -366,19 +392,87 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 		news_epoch_changed();
 }
 
-void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+/* main thread, from the loop: leave the driver and join it again */
+static void rejoin(int fd, uint32_t events, void *data)
 {
-	/* the others declared this node dead: its view is stale, stop serving */
-	if (!memcmp(&left->nid, &self_node.nid, sizeof(left->nid))) {
-		sd_emerg("this node was evicted from the cluster; shutting down");
+	uint64_t expirations;
+	int ret;
+
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		return;
+	ev_del(fd);
+	close(fd);
+	rejoin_fd = -1;
+	if (sys.shutting_down)
+		return;
+	driver->leave();
+	ret = driver->init(NULL);
+	if (!ret)
+		ret = driver->join(&self_node);
+	if (ret) {
+		sd_emerg("cannot join the cluster again after the eviction: %s; stopping",
+			 strerror(-ret));
 		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}
+	sd_notice("joined again after eviction %" PRIu32, nr_evictions);
+}
+
+/*
+ * The others declared this node dead: its view is stale. Stop serving at
+ * once (joining again: client requests wait, the old epoch refuses peers
+ * that moved on), and join again from the main loop, since a driver's
+ * handler must not call leave() or join().
+ */
+static void evicted(void)
+{
+	struct itimerspec its = { .it_value = { 0, 1000000 } };
+
+	nr_evictions++;
+	sd_mutex_lock(&cs_lock);
+	cs.joining = true;
+	sd_mutex_unlock(&cs_lock);
+	sd_err("this node was evicted from the cluster at epoch %" PRIu32
+	       " (silent for longer than the heartbeat timeout, %u ms): it stops serving and "
+	       "joins again",
+	       cs.epoch, cdrv_heartbeat_timeout_ms());
+	if (sys.shutting_down || rejoin_fd >= 0)
+		return;
+	rejoin_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (rejoin_fd < 0 || timerfd_settime(rejoin_fd, 0, &its, NULL) < 0 ||
+	    ev_add(rejoin_fd, EPOLLIN, rejoin, NULL)) {
+		sd_emerg("cannot schedule the join after the eviction: %m; stopping");
+		if (rejoin_fd >= 0)
+			close(rejoin_fd);
+		rejoin_fd = -1;
+		sys.exit_status = 1;
+		sheep_request_shutdown();
+	}
+}
+
+void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+{
+	if (!memcmp(&left->nid, &self_node.nid, sizeof(left->nid))) {
+		evicted();
+		return;
+	}
 	if (!check_quorum())
 		return;
+	/* workers blocked on it (stopped, evicted) give up and retry on the new ring */
+	news_node_left(left);
 	if (update_members(members, nr))
 		news_epoch_changed();
+}
+
+uint32_t group_nr_evictions(void)
+{
+	return nr_evictions;
+}
+
+void group_catch_up(void)
+{
+	cdrv_catch_up();
 }
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)

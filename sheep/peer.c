@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "net.h"
@@ -70,6 +71,55 @@ void peer_abort_all(void)
 	for (int i = 0; i < nr_busy; i++)
 		shutdown(busy[i], SHUT_RDWR);
 	pthread_mutex_unlock(&pool_lock);
+}
+
+/* true when fd is connected to nid (v4 peers are compared as v4-mapped) */
+static bool fd_is_to(int fd, const struct sd_node_id *nid)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint8_t addr[16];
+	int port;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+		memcpy(addr, v4mapped, 12);
+		memcpy(addr + 12, &in->sin_addr, 4);
+		port = ntohs(in->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+		memcpy(addr, &in6->sin6_addr, 16);
+		port = ntohs(in6->sin6_port);
+	} else {
+		return false;
+	}
+	return port == nid->port && !memcmp(addr, nid->addr, 16);
+}
+
+/*
+ * A member left (died, or was evicted because it stopped answering): the
+ * workers blocked on it return now with an error and retry on the new
+ * ring, instead of after PEER_TIMEOUT_MS. Its idle sockets are dropped.
+ */
+void peer_abort_node(const struct sd_node_id *nid)
+{
+	int nr = 0;
+
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < nr_busy; i++)
+		if (fd_is_to(busy[i], nid)) {
+			shutdown(busy[i], SHUT_RDWR);
+			nr++;
+		}
+	pthread_mutex_unlock(&pool_lock);
+	peer_conn_drop(nid);
+	if (nr)
+		sd_info("%d request(s) in flight to a node that left: cut, retried", nr);
 }
 
 /* caller holds pool_lock; creates the slot (evicting an idle one) if needed */

@@ -843,7 +843,8 @@ void recovery_join(void)
 
 bool recovery_is_joining(void)
 {
-	return __atomic_load_n(&is_joining, __ATOMIC_ACQUIRE);
+	/* group's flag too: an evicted node is joining again from its eviction on */
+	return __atomic_load_n(&is_joining, __ATOMIC_ACQUIRE) || group_is_joining();
 }
 
 /* ---- ops ---- */

@@ -486,6 +486,8 @@ static void dispatch(struct request *req)
 		return finish_with(req, SD_RES_SHUTDOWN);
 	if (!access_ok(req))
 		return;
+	/* after a stall (SIGSTOP): learn of an eviction before serving (heartbeat) */
+	group_catch_up();
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {

@@ -36,7 +36,7 @@ static int nr_vnodes = SD_DEFAULT_VNODES;
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
 
-enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW };
+enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW, OPT_HEARTBEAT };
 
 /* --max-inflight-bytes (0: the default, from the worker count) */
 static uint64_t max_inflight;
@@ -56,6 +56,7 @@ static const struct option long_options[] = {
 	{ "nbd", optional_argument, NULL, 'N' },
 	{ "max-inflight-bytes", required_argument, NULL, OPT_MAX_INFLIGHT },
 	{ "recovery-max-bandwidth", required_argument, NULL, OPT_RECOVERY_BW },
+	{ "heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT },
 	{ "admin-allow", required_argument, NULL, 'A' },
 	{ "max-connections", required_argument, NULL, 'C' },
 	{ "client-timeout", required_argument, NULL, 'T' },
@@ -100,6 +101,9 @@ static void usage(FILE *f, const char *prog)
 		"                         (threads + 2) x 4 MiB)\n"
 		"      --recovery-max-bandwidth MB  recovery fetches at most MB MB/s on this\n"
 		"                         node (default %d, 0: unlimited)\n"
+		"      --heartbeat-timeout S  a member silent for S seconds (stopped, hung) is\n"
+		"                         evicted: a new epoch without it (default %d, 1-60,\n"
+		"                         fractions allowed); an evicted node joins again\n"
 		"      --admin-allow CIDR also accept admin ops (format, shutdown, vdi delete,\n"
 		"                         trace, statistics, cluster state) from the network\n"
 		"                         CIDR (ADDR or ADDR/BITS, repeatable); by default only\n"
@@ -118,7 +122,8 @@ static void usage(FILE *f, const char *prog)
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
 		prog, SD_LISTEN_PORT, drivers, stores, DEFAULT_IO_THREADS, MAX_VNODES,
-		SD_DEFAULT_VNODES, DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW);
+		SD_DEFAULT_VNODES, DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW,
+		CDRV_DEFAULT_HEARTBEAT_MS / 1000);
 }
 
 static volatile bool stop_requested;
@@ -384,6 +389,20 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			}
 			recovery_set_max_bandwidth(v);
 			break;
+		case OPT_HEARTBEAT: {
+			char *end;
+			double sec = strtod(optarg, &end);
+
+			if (end == optarg || *end || !(sec * 1000 >= CDRV_MIN_HEARTBEAT_MS) ||
+			    !(sec * 1000 <= CDRV_MAX_HEARTBEAT_MS)) {
+				fprintf(stderr,
+					"sheep: invalid --heartbeat-timeout '%s' (1-60 seconds)\n",
+					optarg);
+				return -1;
+			}
+			cdrv_set_heartbeat_timeout_ms((unsigned int)(sec * 1000 + 0.5));
+			break;
+		}
 		case 'h':
 			usage(stdout, argv[0]);
 			exit(0);
@@ -489,7 +508,8 @@ int main(int argc, char **argv)
 	}
 	/* news that travels up: the lower layer calls what the upper one registered */
 	group_set_news(&(struct group_news){ .joined = recovery_join,
-					     .epoch_changed = recovery_kick });
+					     .epoch_changed = recovery_kick,
+					     .node_left = peer_abort_node });
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);
 	ret = group_init();

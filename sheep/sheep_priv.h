@@ -145,6 +145,8 @@ int group_join(const struct cluster_driver *drv, const struct sd_node *me);
 struct group_news {
 	void (*joined)(void);
 	void (*epoch_changed)(void);
+	/* a member left (died, or evicted): before the epoch change */
+	void (*node_left)(const struct sd_node_id *nid);
 };
 void group_set_news(const struct group_news *n);
 /*
@@ -171,6 +173,15 @@ bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
 const struct sd_node_id *group_self(void);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
 int group_write_file(const char *name, const void *buf, size_t len);
+/* how many times the others evicted this node (main thread) */
+uint32_t group_nr_evictions(void);
+/*
+ * Main thread, before a client request is served: if the cluster driver's
+ * tick has not run for a while (this process was stopped), deliver what it
+ * has pending first, so that a node evicted meanwhile knows it (and is
+ * joining again, group_is_joining) before it serves from a stale view.
+ */
+void group_catch_up(void);
 /* main thread: a cluster shutdown was delivered; no epoch is counted any more */
 void group_cluster_stopping(void);
 /* broadcast msg through the cluster driver: 0 or -errno */
@@ -214,6 +225,8 @@ int peer_conn_get(const struct sd_node_id *nid);
 void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
 /* stopping: cut the sockets in use, refuse new ones (workers return at once) */
 void peer_abort_all(void);
+/* cut the sockets that workers hold to nid (it left): they return at once */
+void peer_abort_node(const struct sd_node_id *nid);
 /* close every idle socket to nid (it restarted, or died) */
 void peer_conn_drop(const struct sd_node_id *nid);
 /* send a request (and its payload when WRITE): 0 or -errno */

@@ -1,4 +1,5 @@
 /* The registry of cluster drivers. */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "cluster.h"
 #include "logger.h"
+#include "util.h"
 
 #define MAX_CLUSTER_DRIVERS 8
 
@@ -14,6 +16,8 @@ static int nr_drivers;
 
 static const struct cluster_driver *selected;
 static char *selected_option;
+static unsigned int heartbeat_ms = CDRV_DEFAULT_HEARTBEAT_MS;
+static uint64_t last_tick_ns; /* main thread */
 
 void cdrv_register(const struct cluster_driver *drv)
 {
@@ -69,4 +73,34 @@ void cdrv_names(char *buf, size_t len)
 	buf[0] = '\0';
 	for (int i = 0; i < nr_drivers && n < len; i++)
 		n += snprintf(buf + n, len - n, "%s%s", i ? ", " : "", drivers[i]->name);
+}
+
+void cdrv_set_heartbeat_timeout_ms(unsigned int ms)
+{
+	heartbeat_ms = ms;
+}
+
+unsigned int cdrv_heartbeat_timeout_ms(void)
+{
+	return heartbeat_ms;
+}
+
+void cdrv_tick(void)
+{
+	last_tick_ns = sd_now_ns();
+}
+
+void cdrv_catch_up(void)
+{
+	uint64_t now;
+
+	if (!selected || !selected->catch_up || !last_tick_ns)
+		return;
+	now = sd_now_ns();
+	if (now - last_tick_ns < (uint64_t)CDRV_STALL_MS * 1000000)
+		return;
+	sd_notice("no cluster tick for %" PRIu64 " ms (stopped?): catching up first",
+		  (now - last_tick_ns) / 1000000);
+	last_tick_ns = now;
+	selected->catch_up();
 }

@@ -29,10 +29,22 @@
  *   holds it. Messages that `left` broadcast before it was seen leaving
  *   are delivered before its leave event, on every member, or on none.
  * - Evicted. If the other members declare this member dead (it stopped
- *   answering for longer than the driver's bound while it still runs),
+ *   answering for longer than the heartbeat timeout while it still runs),
  *   the driver calls sd_leave_handler(myself, members, nr) with the list
  *   that the others now have, once, and then delivers nothing more: the
- *   daemon must stop serving (exit, or leave and join again).
+ *   daemon must stop serving, and leave() then init() and join() again
+ *   (from the main loop, not from the handler) to come back as a new
+ *   member.
+ * - Heartbeat. Every driver declares a member that still holds its place
+ *   but has been silent for cdrv_heartbeat_timeout_ms() (stopped with
+ *   SIGSTOP, or its main thread hung) dead, within about one tick more:
+ *   every member sees it leave, in the same order, as for a crash. A
+ *   member that was itself stalled first reads what happened meanwhile
+ *   (possibly its own eviction) and never evicts on stale clocks.
+ *   Drivers call cdrv_tick() from their periodic tick; catch_up() is
+ *   called by cdrv_catch_up() when that tick has not run for a while (the
+ *   process was stopped): it delivers at once what is pending, so that
+ *   the daemon learns of its own eviction before it serves a request.
  * - Messages. notify() returns before delivery; the sender itself gets
  *   its message through sd_notify_handler like everyone else, in the
  *   total order. `sender` is a member of the current list.
@@ -59,6 +71,8 @@
  *   handler is called on this member after leave() begins. 0 or -errno.
  * - notify(msg, len): broadcast, len at most CDRV_MAX_MSG_LEN. 0, -EMSGSIZE,
  *   -ENOTCONN (not a member) or another -errno.
+ * - catch_up(): optional. Deliver now the events that are pending (see
+ *   "Heartbeat"). Main thread only.
  * - is_quorate(): optional (NULL: always quorate). True when this member
  *   belongs to the partition that holds the quorum, for drivers that know
  *   about partitions; see "Quorum". Main thread only.
@@ -66,12 +80,12 @@
  * Drivers:
  * - local[:DIR]: every sheep of one machine; DIR is shared by the members
  *   of one cluster (default /tmp/sheepdog-local). No external service. A
- *   killed member is seen leaving within about 0.3 s. A stopped (SIGSTOP)
- *   member is not detected: it holds its lock and stays a member.
+ *   killed member is seen leaving within about 0.3 s; a stopped (SIGSTOP)
+ *   one after the heartbeat timeout (members stamp their liveness file).
  * - corosync[:GROUP]: CPG group GROUP (default "sheepdog"). A killed member
  *   leaves at once (corosync reports it); a member that stays silent for
- *   COROSYNC_SILENT_MS (stopped, or its daemon hung) is declared dead by the
- *   oldest member that still speaks. is_quorate() asks votequorum; join()
+ *   the heartbeat timeout (stopped, or its daemon hung) is declared dead
+ *   by the oldest member that still speaks. is_quorate() asks votequorum; join()
  *   first waits up to 10 s for this partition to be quorate.
  */
 #ifndef CLUSTER_H
@@ -92,6 +106,7 @@ struct cluster_driver {
 	int (*notify)(const void *msg, size_t len);
 	/* optional */
 	bool (*is_quorate)(void);
+	void (*catch_up)(void);
 };
 
 void cdrv_register(const struct cluster_driver *drv);
@@ -116,6 +131,24 @@ bool cdrv_is_quorate(void);
  * thread before that loop runs gives up then, with -EINTR.
  */
 bool cdrv_stop_pending(void);
+/*
+ * The heartbeat timeout (sheep --heartbeat-timeout): a member silent for
+ * longer is declared dead. Set before init().
+ */
+#define CDRV_DEFAULT_HEARTBEAT_MS 5000
+#define CDRV_MIN_HEARTBEAT_MS 1000
+#define CDRV_MAX_HEARTBEAT_MS 60000
+void cdrv_set_heartbeat_timeout_ms(unsigned int ms);
+unsigned int cdrv_heartbeat_timeout_ms(void);
+/* drivers: their periodic tick ran (main thread) */
+void cdrv_tick(void);
+/*
+ * Main thread: when the selected driver's tick has not run for more than
+ * CDRV_STALL_MS (this process was stopped or starved), let it deliver what
+ * is pending now (its catch_up()). Cheap otherwise: one clock read.
+ */
+#define CDRV_STALL_MS 1000
+void cdrv_catch_up(void);
 /* "local, corosync": the names of the registered drivers */
 void cdrv_names(char *buf, size_t len);
 

@@ -32,13 +32,17 @@
  * Liveness: CPG does not remove a stopped process. Every member multicasts
  * HEARTBEAT every COROSYNC_HEARTBEAT_MS; any message counts as a sign of
  * life, taken when it is delivered. The first member, in list order, that
- * is itself or has been heard from within COROSYNC_SILENT_MS declares every
+ * is itself or has been heard from within the heartbeat timeout
+ * (cdrv_heartbeat_timeout_ms, sheep --heartbeat-timeout) declares every
  * member silent for longer dead with EVICT(member), which all apply in
  * order as a leave. Before it looks, a member dispatches what corosync
  * queued for it, so a member that was stopped itself first reads what
  * happened meanwhile (possibly its own EVICT) and never evicts on stale
  * clocks. A member that finds itself evicted reports it (see cluster.h)
- * and stops delivering.
+ * and stops delivering; the daemon then leaves (cpg_finalize) and joins
+ * again as a new process of the group, with the same (nodeid, pid): the
+ * others removed it when they applied its EVICT, so the confchg of its old
+ * handle leaving finds nothing to remove, and its new JOIN is a join.
  *
  * Quorum: CPG itself does not enforce quorum, so a member cut off from the
  * majority keeps a working group of its own. libquorum (votequorum) does
@@ -75,7 +79,6 @@
 #define COROSYNC_INIT_WAIT_MS 10000 /* for corosync to start */
 #define COROSYNC_JOIN_WAIT_MS 15000 /* for the master's ACCEPT */
 #define COROSYNC_HEARTBEAT_MS 500
-#define COROSYNC_SILENT_MS 5000
 #define COROSYNC_QUORUM_WAIT_MS 3000 /* for votequorum to count a new ring */
 #define COROSYNC_MAX_VIEW 384	     /* corosync's PROCESSOR_COUNT_MAX */
 
@@ -558,11 +561,12 @@ static void corosync_dispatch(int fd, uint32_t events, void *data)
 /* every COROSYNC_HEARTBEAT_MS: speak, and look for silent members */
 static void corosync_beat(int fd, uint32_t events, void *data)
 {
-	uint64_t expirations, now, bound = (uint64_t)COROSYNC_SILENT_MS * 1000000;
+	uint64_t expirations, now, bound = (uint64_t)cdrv_heartbeat_timeout_ms() * 1000000;
 	int first_alive = -1;
 
 	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		return;
+	cdrv_tick();
 	corosync_dispatch(cpg_fd, EPOLLIN, NULL);
 	if (state != CS_MEMBER)
 		return;
@@ -809,6 +813,12 @@ static int corosync_leave(void)
 	return 0;
 }
 
+static void corosync_catch_up(void)
+{
+	if (state == CS_MEMBER)
+		corosync_dispatch(cpg_fd, EPOLLIN, NULL);
+}
+
 static int corosync_notify(const void *msg, size_t len)
 {
 	struct cs_msg hdr = { .type = CS_NOTIFY };
@@ -827,6 +837,7 @@ static const struct cluster_driver cdrv_corosync = {
 	.leave = corosync_leave,
 	.notify = corosync_notify,
 	.is_quorate = corosync_is_quorate,
+	.catch_up = corosync_catch_up,
 };
 
 cdrv_register_driver(cdrv_corosync);

@@ -25,8 +25,18 @@
  * to lock the files of the others: a lock that can be taken (or a file that
  * is gone) means the process died. It then takes the log lock, reads the
  * tail, and appends LEAVE for each member of the tail view that is still
- * dead, so the leave is recorded once, by whoever noticed first. A stopped
- * (SIGSTOP) member keeps its lock and is not detected.
+ * dead, so the leave is recorded once, by whoever noticed first.
+ *
+ * Heartbeat: a stopped (SIGSTOP) or hung member keeps its lock, so each
+ * member also stamps its file with its CLOCK_MONOTONIC time (8 bytes at
+ * offset 0) on every tick. A member whose stamp is older than the
+ * heartbeat timeout (cdrv_heartbeat_timeout_ms) is recorded as left the
+ * same way, and its file unlinked: it is evicted. A tick first delivers
+ * what the log holds, so a member that was stopped itself reads its own
+ * eviction before it looks at the others, and it evicts nobody on the tick
+ * after a stall of its own (its view of the others may be stale). The one
+ * case not covered: a member stopped while it holds the log lock (the
+ * microseconds of an append) blocks every writer until it runs again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -233,36 +243,79 @@ static void member_path(char *buf, size_t len, uint64_t id)
 	snprintf(buf, len, "%s/m.%016" PRIx64, dir, id);
 }
 
-/* true when no live process holds the member file of id */
-static bool member_is_dead(uint64_t id)
+enum member_health {
+	MEMBER_ALIVE,
+	MEMBER_DEAD,   /* no process holds its file */
+	MEMBER_SILENT, /* held, but its stamp is older than the heartbeat timeout */
+};
+
+static bool may_evict; /* main thread: this member's own ticks are on time */
+
+/* how the member id is: *silent_ms says for how long it has been silent */
+static enum member_health member_health(uint64_t id, uint64_t *silent_ms)
 {
+	uint64_t stamp = 0, now;
 	char path[4200];
 	int fd, ret;
 
 	member_path(path, sizeof(path), id);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT;
+		return errno == ENOENT ? MEMBER_DEAD : MEMBER_ALIVE;
 	ret = flock(fd, LOCK_EX | LOCK_NB);
+	if (ret == 0) {
+		close(fd);
+		return MEMBER_DEAD;
+	}
+	/* no stamp yet (it is joining): alive */
+	if (pread(fd, &stamp, sizeof(stamp), 0) != sizeof(stamp))
+		stamp = 0;
 	close(fd);
-	return ret == 0;
+	now = sd_now_ns();
+	if (!stamp || now < stamp)
+		return MEMBER_ALIVE;
+	*silent_ms = (now - stamp) / 1000000;
+	return may_evict && *silent_ms > cdrv_heartbeat_timeout_ms() ? MEMBER_SILENT
+								     : MEMBER_ALIVE;
 }
 
-/* under the lock, after scan_tail(): record the leave of dead members */
+/* true when no live process holds the member file of id */
+static bool member_is_dead(uint64_t id)
+{
+	uint64_t ms;
+
+	return member_health(id, &ms) == MEMBER_DEAD;
+}
+
+/* this member is alive: stamp its file */
+static void stamp_self(void)
+{
+	uint64_t now = sd_now_ns();
+
+	if (self_fd >= 0 && pwrite(self_fd, &now, sizeof(now), 0) != sizeof(now))
+		sd_err("cannot stamp the member file in %s: %m", dir);
+}
+
+/* under the lock, after scan_tail(): record the leave of dead and silent members */
 static int reap_dead(void)
 {
 	char path[4200];
+	uint64_t ms = 0;
 	int ret;
 
 	for (int i = 0; i < tail.nr; i++) {
 		uint64_t id = tail.m[i].id;
+		enum member_health h = id == self_id ? MEMBER_ALIVE : member_health(id, &ms);
 
-		if (id == self_id || !member_is_dead(id))
+		if (h == MEMBER_ALIVE)
 			continue;
 		ret = append(LOCAL_LEAVE, id, NULL, NULL, 0);
 		if (ret)
 			return ret;
-		sd_info("member %016" PRIx64 " died: leave recorded", id);
+		if (h == MEMBER_DEAD)
+			sd_info("member %016" PRIx64 " died: leave recorded", id);
+		else
+			sd_warn("member %016" PRIx64 " silent for %" PRIu64 " ms: evicted", id, ms);
 		member_path(path, sizeof(path), id);
 		unlink(path);
 		i--; /* the array moved down */
@@ -317,18 +370,34 @@ static void local_inotify(int fd, uint32_t events, void *data)
 
 static void local_tick(int fd, uint32_t events, void *data)
 {
-	uint64_t expirations;
+	static uint64_t last_ns;
+	uint64_t expirations, now = sd_now_ns(), ms = 0;
 	bool dead = false;
 
 	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		sd_err("timerfd: %m");
+	cdrv_tick();
+	/* first what happened meanwhile: this member may have been evicted */
+	deliver();
+	if (!joined)
+		return;
+	stamp_self();
+	/* after a stall of this member's own, the others' stamps prove nothing yet */
+	may_evict = last_ns && now - last_ns < (uint64_t)cdrv_heartbeat_timeout_ms() * 500000;
+	last_ns = now;
 	for (int i = 0; i < delivered.nr && !dead; i++)
-		dead = delivered.m[i].id != self_id && member_is_dead(delivered.m[i].id);
+		dead = delivered.m[i].id != self_id &&
+		       member_health(delivered.m[i].id, &ms) != MEMBER_ALIVE;
 	if (dead && !lock_log()) {
 		if (scan_tail() || reap_dead())
 			sd_err("cannot record a dead member in %s/log: %m", dir);
 		unlock_log();
 	}
+	deliver();
+}
+
+static void local_catch_up(void)
+{
 	deliver();
 }
 
@@ -341,6 +410,8 @@ static int local_init(const char *option)
 	char path[4200];
 	int ret;
 
+	if (log_fd >= 0)
+		return 0; /* again, to join again after an eviction */
 	if (!option)
 		option = cdrv_selected_option();
 	snprintf(dir, sizeof(dir), "%s", option ? option : LOCAL_DEFAULT_DIR);
@@ -416,6 +487,7 @@ static int join_locked(const struct sd_node *myself)
 		return -errno;
 	if (flock(self_fd, LOCK_EX | LOCK_NB) < 0)
 		return -errno;
+	stamp_self();
 	memset(&tail, 0, sizeof(tail));
 	ret = scan_tail();
 	if (!ret)
@@ -514,6 +586,7 @@ static const struct cluster_driver cdrv_local = {
 	.join = local_join,
 	.leave = local_leave,
 	.notify = local_notify,
+	.catch_up = local_catch_up,
 };
 
 cdrv_register_driver(cdrv_local);

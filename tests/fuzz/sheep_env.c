@@ -203,7 +203,8 @@ void fuzz_sheep_setup(bool formatted)
 		write_config();
 	/* the news the layers below send up, registered as sheep.c does */
 	group_set_news(&(struct group_news){ .joined = recovery_join,
-					     .epoch_changed = recovery_kick });
+					     .epoch_changed = recovery_kick,
+					     .node_left = peer_abort_node });
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);
 	/* every level, so that each message is formatted; nothing is kept */
