@@ -276,6 +276,9 @@ static int check_peer(const struct sd_req *rq, bool has_obj)
 {
 	uint32_t epoch = group_epoch();
 
+	/* evicted, joining again: its epoch is stale, and its objects soon are */
+	if (group_is_joining())
+		return SD_RES_NEW_NODE_VER;
 	if (rq->epoch < epoch)
 		return SD_RES_OLD_NODE_VER;
 	if (rq->epoch > epoch)
