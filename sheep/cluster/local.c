@@ -275,8 +275,9 @@ static enum member_health member_health(uint64_t id, uint64_t *silent_ms)
 	if (!stamp || now < stamp)
 		return MEMBER_ALIVE;
 	*silent_ms = (now - stamp) / 1000000;
-	return may_evict && *silent_ms > cdrv_heartbeat_timeout_ms() ? MEMBER_SILENT
-								     : MEMBER_ALIVE;
+	if (!may_evict || *silent_ms <= cdrv_heartbeat_timeout_ms())
+		return MEMBER_ALIVE;
+	return MEMBER_SILENT;
 }
 
 /* true when no live process holds the member file of id */
