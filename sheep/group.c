@@ -465,11 +465,6 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 		news_epoch_changed();
 }
 
-uint32_t group_nr_evictions(void)
-{
-	return nr_evictions;
-}
-
 void group_catch_up(void)
 {
 	cdrv_catch_up();

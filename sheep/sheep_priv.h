@@ -173,8 +173,6 @@ bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
 const struct sd_node_id *group_self(void);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
 int group_write_file(const char *name, const void *buf, size_t len);
-/* how many times the others evicted this node (main thread) */
-uint32_t group_nr_evictions(void);
 /*
  * Main thread, before a client request is served: if the cluster driver's
  * tick has not run for a while (this process was stopped), deliver what it
