@@ -3,9 +3,9 @@
  * request and forwards it to the replica nodes that the ring of the current
  * epoch names for the oid (the local replica goes straight to the store).
  *
- * - Writes go to every replica at once (sender threads for large payloads,
- *   overlapping the local write), and
- *   succeed only when every replica acknowledged. With fewer live nodes than
+ * - Writes go to every replica at once (peer_fanout: the remote sends are
+ *   in flight while the local copy is written), and succeed only when
+ *   every replica acknowledged. With fewer live nodes than
  *   copies a write fails with SD_RES_HALT: redundancy is never dropped
  *   silently.
  * - Reads go to one replica (the local one first) and fail over to the next,
@@ -18,11 +18,10 @@
  *   replicas need not be the new object's.
  *
  * Runs on io workers (client requests) and on the cluster worker (inodes of
- * ordered VDI operations), with blocking sockets from the connection cache.
+ * ordered VDI operations); every request to a peer goes through peer_io.c.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,24 +99,19 @@ static void make_peer_req(struct sd_req *rq, const struct gw_io *io, uint32_t ep
 	}
 }
 
-/* one request to one remote node, synchronously */
+/* one request to one remote node */
 static int remote_io(const struct epoch_ring *er, int node, const struct gw_io *io)
 {
-	const struct sd_node_id *nid = &er->ring.nodes[node].nid;
+	struct peer_call c = { .nid = &er->ring.nodes[node].nid };
 	struct sd_req rq;
-	struct sd_rsp rsp;
-	int fd = peer_conn_get(nid), ret;
 
-	if (fd < 0)
-		return SD_RES_NETWORK;
+	if (io->opcode == SD_OP_READ_PEER) {
+		c.rdata = io->buf;
+		c.rlen = io->len;
+	}
 	make_peer_req(&rq, io, er->epoch);
-	ret = peer_send(fd, &rq, io->buf);
-	if (!ret)
-		ret = peer_recv(fd, &rsp, io->buf, io->opcode == SD_OP_READ_PEER ? io->len : 0);
-	peer_conn_put(nid, fd, ret == 0);
-	if (ret) /* the other idle sockets to it are likely dead too */
-		peer_conn_drop(nid);
-	return ret ? SD_RES_NETWORK : (int)rsp.result;
+	peer_fanout(&rq, io->buf, &c, 1);
+	return c.result;
 }
 
 /* read from one replica, failing over; then from any node that has it */
@@ -154,107 +148,39 @@ static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 }
 
 /*
- * One remote replica's part of a write. A payload too large for the socket
- * buffers gets a sender thread of its own, so that the sends to every
- * replica and the local write overlap: a write takes as long as its slowest
- * replica, not their sum. A small one is sent inline (the send returns at
- * once) and its answer collected after the local write.
+ * Write to every replica at once: the request goes out to the remote ones
+ * (peer_fanout_start), the local copy is written while they are in flight,
+ * then their answers are gathered. A write takes as long as its slowest
+ * replica, not their sum.
  */
-#define GW_THREAD_MIN_LEN (64 * 1024)
-#define GW_SENDER_STACK (256 * 1024)
-
-struct gw_send {
-	const struct sd_node_id *nid;
-	const struct sd_req *rq;
-	const void *buf;
-	int fd;
-	int result;
-	bool threaded;
-	pthread_t th;
-};
-
-static int gw_send_finish(struct gw_send *s)
-{
-	struct sd_rsp rsp;
-	int r;
-
-	if (s->fd < 0)
-		return SD_RES_NETWORK;
-	r = peer_recv(s->fd, &rsp, NULL, 0);
-	peer_conn_put(s->nid, s->fd, r == 0);
-	s->fd = -1;
-	return r ? SD_RES_NETWORK : (int)rsp.result;
-}
-
-static void gw_send_start(struct gw_send *s)
-{
-	s->fd = peer_conn_get(s->nid);
-	if (s->fd >= 0 && peer_send(s->fd, s->rq, s->buf)) {
-		peer_conn_put(s->nid, s->fd, false);
-		s->fd = -1;
-	}
-}
-
-static void *gw_sender(void *arg)
-{
-	struct gw_send *s = arg;
-
-	gw_send_start(s);
-	s->result = gw_send_finish(s);
-	return NULL;
-}
-
-/* write to every replica at once: remote sends overlap the local write */
 static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 {
 	int idx[SD_MAX_NODES];
 	int n = ring_map(&er->ring, io->oid, io->copies, idx);
-	int ret = SD_RES_SUCCESS, r;
-	bool local = false, threads;
-	struct gw_send sends[SD_MAX_NODES];
-	pthread_attr_t attr;
+	int ret = SD_RES_SUCCESS, nr = 0, r;
+	struct peer_call calls[SD_MAX_COPIES];
+	struct peer_fanout f;
+	bool local = false;
 	struct sd_req rq;
 
 	if (n < io->copies)
 		return SD_RES_HALT;
 	make_peer_req(&rq, io, er->epoch);
-	threads = rq.data_length >= GW_THREAD_MIN_LEN && (rq.flags & SD_FLAG_CMD_WRITE);
-	if (threads) {
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, GW_SENDER_STACK);
-	}
-	for (int i = 0; i < n; i++) {
-		struct gw_send *s = &sends[i];
-
-		*s = (struct gw_send){ &er->ring.nodes[idx[i]].nid, &rq, io->buf, -1, 0 };
-		if (idx[i] == er->local_idx) {
+	for (int i = 0; i < n && nr < SD_MAX_COPIES; i++) {
+		if (idx[i] == er->local_idx)
 			local = true;
-			continue;
-		}
-		if (threads && !pthread_create(&s->th, &attr, gw_sender, s)) {
-			s->threaded = true;
-			continue;
-		}
-		gw_send_start(s);
+		else
+			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[idx[i]].nid };
 	}
-	if (threads)
-		pthread_attr_destroy(&attr);
+	peer_fanout_start(&f, &rq, io->buf, calls, nr);
 	if (local) {
 		r = local_io(io);
-		if (r != SD_RES_SUCCESS && !retryable(ret))
+		if (r != SD_RES_SUCCESS)
 			ret = r;
 	}
-	for (int i = 0; i < n; i++) {
-		struct gw_send *s = &sends[i];
-
-		if (idx[i] == er->local_idx)
-			continue;
-		if (s->threaded) {
-			pthread_join(s->th, NULL);
-			r = s->result;
-		} else {
-			r = gw_send_finish(s);
-		}
+	peer_fanout_finish(&f);
+	for (int i = 0; i < nr; i++) {
+		r = calls[i].result;
 		/* removing what a replica does not have is no failure */
 		if (io->opcode == SD_OP_REMOVE_PEER && r == SD_RES_NO_OBJ)
 			r = SD_RES_SUCCESS;
@@ -491,34 +417,27 @@ int gateway_flush_vdi(struct request *req)
 {
 	struct epoch_ring *er = group_ring_get();
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
-	int fds[SD_MAX_NODES], ret;
+	struct peer_call calls[SD_MAX_NODES];
+	struct peer_fanout f;
+	int ret, nr = 0;
 
 	if (!er)
 		return replica_flush(req->rq.obj.oid);
 	rq.epoch = er->epoch;
 	rq.obj.oid = req->rq.obj.oid;
-	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		fds[i] = -1;
-		if (i == er->local_idx)
-			continue;
-		fds[i] = peer_conn_get(&er->ring.nodes[i].nid);
-		if (fds[i] >= 0 && peer_send(fds[i], &rq, NULL)) {
-			peer_conn_put(&er->ring.nodes[i].nid, fds[i], false);
-			fds[i] = -1; /* a dead node has nothing left to flush */
-		}
-	}
+	for (int i = 0; i < er->ring.nr_nodes; i++)
+		if (i != er->local_idx)
+			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[i].nid };
+	peer_fanout_start(&f, &rq, NULL, calls, nr);
 	ret = replica_flush(req->rq.obj.oid);
-	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		struct sd_rsp rsp;
-		int r;
+	peer_fanout_finish(&f);
+	for (int i = 0; i < nr; i++) {
+		int r = calls[i].result;
 
-		if (fds[i] < 0)
-			continue;
-		r = peer_recv(fds[i], &rsp, NULL, 0);
-		peer_conn_put(&er->ring.nodes[i].nid, fds[i], r == 0);
-		if (!r && rsp.result != SD_RES_SUCCESS && ret == SD_RES_SUCCESS &&
-		    rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER)
-			ret = rsp.result;
+		/* a dead node has nothing left to flush; one on another epoch neither */
+		if (r != SD_RES_SUCCESS && ret == SD_RES_SUCCESS && r != SD_RES_NETWORK &&
+		    r != SD_RES_OLD_NODE_VER && r != SD_RES_NEW_NODE_VER)
+			ret = r;
 	}
 	group_ring_put(er);
 	return ret;

@@ -201,32 +201,60 @@ void ordered_deliver(const void *msg, size_t len, int nr_members);
 /* how an applied request is answered (request.c's request_done): set by main */
 void ordered_set_done(void (*fn)(struct request *req));
 
-/* peer.c: sheep-to-sheep requests and the connection cache */
+/* peer.c: the peer ops, this node's side of another gateway's requests */
 int peer_op_read(struct request *req);
 int peer_op_write(struct request *req);
 int peer_op_create_and_write(struct request *req);
 int peer_op_remove(struct request *req);
 int peer_op_flush(struct request *req);
 int peer_op_get_obj_list(struct request *req);
-/* a connected blocking socket to nid from the cache, or -errno */
-int peer_conn_get(const struct sd_node_id *nid);
-/* give fd back (ok) or close it (!ok: the stream may be out of step) */
-void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
-/* stopping: cut the sockets in use, refuse new ones (workers return at once) */
-void peer_abort_all(void);
-/* close every idle socket to nid (it restarted, or died) */
-void peer_conn_drop(const struct sd_node_id *nid);
-/* send a request (and its payload when WRITE): 0 or -errno */
-int peer_send(int fd, const struct sd_req *hdr, const void *data);
-/* read a response and up to rlen payload bytes into data: 0 or -errno */
-int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen);
+
 /*
- * One request to nid on a cached connection, synchronously: wdata is sent
- * when rq has SD_FLAG_CMD_WRITE, otherwise up to rq->data_length bytes of
- * answer land in rdata. 0 (see rsp->result) or -errno.
+ * peer_io.c: requests to other sheep over cached connections. One node's
+ * part of a request sent to several at once: the caller fills nid (and,
+ * for an answer with a payload, rdata and rlen: the most it may carry);
+ * the fan-out fills rsp and result: rsp.result, or SD_RES_NETWORK when the
+ * node could not be reached or its connection failed (err: the -errno).
+ */
+struct peer_call {
+	const struct sd_node_id *nid;
+	void *rdata;
+	uint32_t rlen;
+	struct sd_rsp rsp;
+	int result;
+	int err;
+	/* private to peer_io.c */
+	int fd, state;
+	bool reused, retried;
+	size_t done;
+	uint64_t last_ns;
+};
+struct peer_fanout {
+	const struct sd_req *rq;
+	const void *wdata;
+	struct peer_call *calls;
+	int nr;
+};
+/*
+ * Send rq (and wdata when rq has SD_FLAG_CMD_WRITE) to the nodes of
+ * calls[nr] at once: start connects and sends what the sockets take now,
+ * and returns (the caller may do its own part meanwhile); finish sends the
+ * rest and gathers every answer. peer_fanout does both. Never fails as a
+ * whole: each call has its result.
+ */
+void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
+		       struct peer_call *calls, int nr);
+void peer_fanout_finish(struct peer_fanout *f);
+void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr);
+/*
+ * One request to nid: wdata is sent when rq has SD_FLAG_CMD_WRITE,
+ * otherwise up to rq->data_length bytes of answer land in rdata. 0 (see
+ * rsp->result) or -errno.
  */
 int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
 		 void *rdata, struct sd_rsp *rsp);
+/* stopping: cut the sockets in use, refuse new ones (workers return at once) */
+void peer_abort_all(void);
 
 /*
  * replica.c: this node's copy of an object. The lock of oid (shared by
