@@ -114,35 +114,22 @@ static int remote_io(const struct epoch_ring *er, int node, const struct gw_io *
 	return c.result;
 }
 
-/* read from one replica, failing over; then from any node that has it */
+/* read from one replica (this node's first), failing over; then from any node that has it */
 static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 {
-	int idx[SD_MAX_NODES], ret = SD_RES_NO_OBJ;
-	int n = ring_map(&er->ring, io->oid, io->copies, idx);
-	bool tried[SD_MAX_NODES] = { false };
+	struct peer_iter it;
+	int node, ret = SD_RES_NO_OBJ;
 
-	if (n == 0)
+	if (!peer_iter_init(&it, er, io->oid, io->copies, true, 0))
 		return SD_RES_HALT;
-	/* the local replica first: no copy over the network */
-	for (int i = 0; i < n; i++)
-		if (idx[i] == er->local_idx) {
-			idx[i] = idx[0];
-			idx[0] = er->local_idx;
-		}
-	for (int pass = 0; pass < 2; pass++) {
-		int nr = pass ? er->ring.nr_nodes : n;
-		for (int i = 0; i < nr; i++) {
-			int node = pass ? i : idx[i], r;
-			if (tried[node])
-				continue;
-			tried[node] = true;
-			r = node == er->local_idx ? local_io(io) : remote_io(er, node, io);
-			if (r == SD_RES_SUCCESS)
-				return r;
-			/* an epoch mismatch is worth a retry on a new ring */
-			if (retryable(r) || ret == SD_RES_NO_OBJ)
-				ret = r;
-		}
+	while ((node = peer_iter_next(&it)) >= 0) {
+		int r = node == er->local_idx ? local_io(io) : remote_io(er, node, io);
+
+		if (r == SD_RES_SUCCESS)
+			return r;
+		/* an epoch mismatch is worth a retry on a new ring */
+		if (retryable(r) || ret == SD_RES_NO_OBJ)
+			ret = r;
 	}
 	return ret;
 }

@@ -21,6 +21,9 @@
  * The connection cache keeps, per peer, a few idle non-blocking sockets
  * under one mutex. A socket is handed to one thread at a time; a thread
  * that saw an error on it closes it instead of giving it back.
+ *
+ * Also here: the replica iterator, the order in which to try the nodes
+ * for an object (the ring's replicas, then every other node).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -393,3 +396,35 @@ int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const vo
 	return 0;
 }
 
+/* ---- the replica iterator ---- */
+
+int peer_iter_init(struct peer_iter *it, const struct epoch_ring *er, uint64_t oid, int copies,
+		   bool local_first, uint64_t skip)
+{
+	it->er = er;
+	it->pos = 0;
+	it->skip = skip;
+	it->nr_replicas = ring_map(&er->ring, oid, copies, it->idx);
+	/* this node's copy first: no copy over the network */
+	for (int i = 1; local_first && i < it->nr_replicas; i++)
+		if (it->idx[i] == er->local_idx) {
+			it->idx[i] = it->idx[0];
+			it->idx[0] = er->local_idx;
+		}
+	return it->nr_replicas;
+}
+
+int peer_iter_next(struct peer_iter *it)
+{
+	while (it->pos < it->nr_replicas + it->er->ring.nr_nodes) {
+		int i = it->pos++;
+		int node = i < it->nr_replicas ? it->idx[i] : i - it->nr_replicas;
+		uint64_t bit = UINT64_C(1) << node;
+
+		if (it->skip & bit)
+			continue;
+		it->skip |= bit;
+		return node;
+	}
+	return -1;
+}

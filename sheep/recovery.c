@@ -198,26 +198,20 @@ static uint32_t trimmed_len(const void *buf, uint32_t len)
 static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, bool stale,
 		     void *buf, uint32_t size)
 {
-	int idx[SD_MAX_NODES], copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ;
-	int n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
-	uint64_t tried = UINT64_C(1) << er->local_idx;
+	int copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ, node;
+	uint64_t skip = ~mask;
+	struct peer_iter it;
 
-	for (int pass = 0; pass < 2; pass++) {
-		int nr = pass ? er->ring.nr_nodes : n;
+	if (er->local_idx >= 0)
+		skip |= UINT64_C(1) << er->local_idx;
+	peer_iter_init(&it, er, oid, copies > 0 ? copies : group_copies(), false, skip);
+	while ((node = peer_iter_next(&it)) >= 0) {
+		int r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
 
-		for (int i = 0; i < nr; i++) {
-			int node = pass ? i : idx[i], r;
-			uint64_t bit = UINT64_C(1) << node;
-
-			if (!(mask & bit) || (tried & bit))
-				continue;
-			tried |= bit;
-			r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
-			if (r == SD_RES_SUCCESS)
-				return r;
-			if (r != SD_RES_NO_OBJ)
-				ret = r;
-		}
+		if (r == SD_RES_SUCCESS)
+			return r;
+		if (r != SD_RES_NO_OBJ)
+			ret = r;
 	}
 	return ret;
 }

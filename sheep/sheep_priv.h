@@ -253,6 +253,23 @@ void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *c
  */
 int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
 		 void *rdata, struct sd_rsp *rsp);
+/*
+ * The replica iterator: the nodes of er to try for oid, in order: the
+ * ring's replicas for copies (local_first: this node first), then every
+ * other node, since a replica of a new ring may not hold the object yet.
+ * Never a node in skip (a bit per ring node). init returns how many
+ * replicas the ring names (0: no node); next the next node (an index into
+ * er->ring.nodes), or -1 when none is left.
+ */
+struct peer_iter {
+	const struct epoch_ring *er;
+	int idx[SD_MAX_NODES];
+	int nr_replicas, pos;
+	uint64_t skip;
+};
+int peer_iter_init(struct peer_iter *it, const struct epoch_ring *er, uint64_t oid, int copies,
+		   bool local_first, uint64_t skip);
+int peer_iter_next(struct peer_iter *it);
 /* stopping: cut the sockets in use, refuse new ones (workers return at once) */
 void peer_abort_all(void);
 
