@@ -64,7 +64,7 @@ static int local_io(const struct gw_io *io)
 	case SD_OP_READ_PEER:
 		return sd_store->read(io->oid, io->buf, io->len, io->off);
 	case SD_OP_WRITE_PEER:
-		return recovery_write(io->oid, io->buf, io->len, io->off, io->sync);
+		return replica_write(io->oid, io->buf, io->len, io->off, io->sync);
 	case SD_OP_CREATE_AND_WRITE_PEER:
 		if (io->cow)
 			return replica_create_and_write(io->oid, io->buf, io->len, io->off,

@@ -275,7 +275,7 @@ void peer_abort_all(void);
 
 /*
  * replica.c: this node's copy of an object. The lock of oid (shared by
- * several objects) orders its creates and recovery's fetch of it.
+ * several objects) orders its creates and its fetch.
  */
 pthread_mutex_t *replica_oid_lock(uint64_t oid);
 /* make durable on this node what a VDI (oid names it; 0: every VDI) wrote without sync */
@@ -287,6 +287,26 @@ int replica_flush(uint64_t oid);
  */
 int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off,
 			     uint64_t wr_off, uint32_t wr_len, bool sync);
+/*
+ * Write to oid here; when this node should hold it but does not yet (the
+ * epoch changed, recovery has not fetched it), fetch it first, under its
+ * lock across the fetch and the write. SD_RES_*.
+ */
+int replica_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
+/*
+ * Fetch oid whole and store it here, the caller holding its lock, unless
+ * it is here already: from the live copies of the nodes in live (a bit per
+ * node of er), or only when no node has a live copy, a stale copy of the
+ * nodes in stale, or this node's own. Never an object of a deleted VDI.
+ * SD_RES_SUCCESS, SD_RES_NO_OBJ when nobody has it, or another SD_RES_*.
+ */
+int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		  bool sync);
+/* the size of oid's object: the inode's, or its VDI's (the cluster's when unknown) */
+uint32_t replica_object_size(uint64_t oid);
+/* news for the layer above: an inode fetched (the VDI may be new here); NULL: none */
+struct sd_inode_header;
+void replica_set_inode_fetched(void (*fn)(uint32_t vid, const struct sd_inode_header *h));
 
 /* recovery.c: joining a running cluster, and objects to their places */
 int recovery_init(void);
@@ -298,15 +318,9 @@ void recovery_set_join_done(void (*fn)(void));
 void recovery_kick(void);
 /* true while this node learns the state of the cluster it joined */
 bool recovery_is_joining(void);
-/*
- * Make sure oid is stored here before a write changes it: fetch it from a
- * node that has it when this node should hold it but does not yet. Holds
- * the object's recovery lock across the fetch and the write. SD_RES_*.
- */
 /* --recovery-max-bandwidth's default, MB/s (0: unlimited) */
 #define RECOVERY_DEFAULT_BW 0
 void recovery_set_max_bandwidth(uint64_t mb_per_s);
-int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
 int recovery_op_stat(struct request *req);
 int recovery_op_fetch(struct request *req);
 

@@ -43,9 +43,10 @@ declare -A allowed=(
 	["cluster -> group sd_leave_handler"]="the cluster driver interface"
 	["cluster -> group sd_notify_handler"]="the cluster driver interface"
 	["cluster -> group sd_quorum_lost_handler"]="the cluster driver interface"
-	["gateway -> recovery recovery_write"]="the local replica's write fetches a missing object first: belongs in replica.c with the fetch (not moved here: gateway.c's write path is being reworked by another change)"
 	["gateway -> vdi vdi_copies"]="the VDI table (a cache under its lock, no I/O) still lives in vdi.c with the namespace ops: to be split out below the gateway"
 	["gateway -> vdi vdi_get_attr"]="the same table"
+	["replica -> vdi vdi_copies"]="the same table: a fetch asks the VDI's replicas first"
+	["replica -> vdi vdi_lookup_attr"]="the same table: a fetch asks for the VDI's object size"
 )
 
 T=$(mktemp -d /tmp/layers.XXXXXX) || exit 1
