@@ -16,6 +16,8 @@
  * - A COW create reads the whole source object through the gateway, applies
  *   the write to it and sends the result as a plain create: the source's
  *   replicas need not be the new object's.
+ * - A discard (a write that zeroes entries of a VDI's own data map) removes
+ *   the objects it unmaps, so that a later create starts from zeros.
  *
  * Runs on io workers (client requests) and on the cluster worker (inodes of
  * ordered VDI operations); every request to a peer goes through peer_io.c.
@@ -319,12 +321,79 @@ static int check_inode_write(const struct sd_req *rq, const void *data, int copi
 	return ret;
 }
 
+/*
+ * A discard, as QEMU sends it: a write of zeros over entries of the VDI's
+ * own data map, the data objects left alone (PROTOCOL.md 9.6). An object
+ * that stays behind would break the next write to it: the map says
+ * unallocated, so the client creates the object, and a create that finds
+ * the object applies as a write of the client's range only (it cannot
+ * tell a create after a discard from a second client's racing create,
+ * which must not zero the first one's data), leaving the discarded bytes
+ * around the new ones. So the objects that such a write unmaps, and that
+ * are the VDI's own (not a snapshot's, which another VDI reads), are
+ * removed once the map is written, before the client's answer.
+ *
+ * Before the write: the entries that it zeroes, as they were. NULL when it
+ * zeroes none (the common case costs no read); *first: the first entry.
+ */
+static uint32_t *map_before_discard(const struct sd_req *rq, const void *data,
+				    const struct vdi_attr *attr, uint32_t *first, uint32_t *nr)
+{
+	uint64_t off = rq->obj.offset, end = off + rq->data_length, a, b;
+	bool zeroes = false;
+	uint32_t *old, e;
+
+	if (!is_vdi_obj(rq->obj.oid) || attr->snapshot || end <= SD_INODE_HEADER_SIZE)
+		return NULL;
+	/* the whole entries that the write covers: [a, b) */
+	a = (max_t(uint64_t, off, SD_INODE_HEADER_SIZE) - SD_INODE_HEADER_SIZE + 3) / 4;
+	b = (end - SD_INODE_HEADER_SIZE) / 4;
+	for (uint64_t i = a; i < b && !zeroes; i++) {
+		memcpy(&e, (const char *)data + (SD_INODE_HEADER_SIZE + i * 4 - off), 4);
+		zeroes = !e;
+	}
+	if (!zeroes)
+		return NULL;
+	old = malloc((b - a) * 4);
+	if (!old)
+		return NULL;
+	if (gateway_obj_read(rq->obj.oid, old, (uint32_t)(b - a) * 4, SD_INODE_HEADER_SIZE + a * 4,
+			     attr->nr_copies) != SD_RES_SUCCESS) {
+		free(old);
+		return NULL;
+	}
+	*first = (uint32_t)a;
+	*nr = (uint32_t)(b - a);
+	return old;
+}
+
+/* after the write: remove the VDI's own objects whose entries it zeroed */
+static void remove_discarded(const struct sd_req *rq, const void *data, const uint32_t *old,
+			     uint32_t first, uint32_t nr, int copies)
+{
+	uint32_t vid = oid_to_vid(rq->obj.oid), e;
+
+	for (uint32_t i = 0; i < nr; i++) {
+		uint64_t at = SD_INODE_HEADER_SIZE + (uint64_t)(first + i) * 4 - rq->obj.offset;
+		int ret;
+
+		memcpy(&e, (const char *)data + at, 4);
+		if (e || old[i] != vid)
+			continue;
+		ret = gateway_obj_remove(vid_to_data_oid(vid, first + i), copies);
+		if (ret != SD_RES_SUCCESS)
+			sd_warn("%016" PRIx64 ": discarded, but not removed: %s",
+				vid_to_data_oid(vid, first + i), sd_strerror(ret));
+	}
+}
+
 int gateway_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
 	struct gw_io io = { SD_OP_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
 			    rq->obj.offset, is_sync(rq), 0 };
 	struct vdi_attr attr;
+	uint32_t *old, first = 0, nr = 0;
 	int ret = check_object(rq, true, &attr);
 
 	if (ret)
@@ -333,8 +402,13 @@ int gateway_write_obj(struct request *req)
 	ret = check_inode_write(rq, req->data, attr.nr_copies);
 	if (ret)
 		return ret;
+	old = map_before_discard(rq, req->data, &attr, &first, &nr);
 	/* a header write: request.c broadcasts NOTIFY_VDI_HEADER before the reply */
-	return do_io(&io);
+	ret = do_io(&io);
+	if (old && ret == SD_RES_SUCCESS)
+		remove_discarded(rq, req->data, old, first, nr, attr.nr_copies);
+	free(old);
+	return ret;
 }
 
 /* COW: the whole source object with the write applied, as one plain create */
