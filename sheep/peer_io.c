@@ -16,7 +16,9 @@
  *   PEER_TIMEOUT_MS gets SD_RES_NETWORK.
  * A payload larger than the socket buffers goes out in pieces as each
  * socket takes them (partial sends, EAGAIN), so the sends to every node
- * progress together.
+ * progress together; peer_fanout_start returns once every node has its
+ * whole request, so that the caller's own part (the gateway's local write)
+ * overlaps the nodes' work.
  *
  * The connection cache keeps, per peer, a few idle non-blocking sockets
  * under one mutex. A socket is handed to one thread at a time; a thread
@@ -307,27 +309,12 @@ static void call_open(const struct peer_fanout *f, struct peer_call *c, bool fre
 		call_fail(f, c, ret);
 }
 
-void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
-		       struct peer_call *calls, int nr)
-{
-	f->rq = rq;
-	f->wdata = wdata;
-	f->calls = calls;
-	f->nr = nr;
-	for (int i = 0; i < nr; i++) {
-		struct peer_call *c = &calls[i];
-
-		c->fd = -1;
-		c->err = 0;
-		c->retried = false;
-		if (!c->rdata)
-			c->rlen = 0;
-		memset(&c->rsp, 0, sizeof(c->rsp));
-		call_open(f, c, false);
-	}
-}
-
-void peer_fanout_finish(struct peer_fanout *f)
+/*
+ * Move the calls of f on as their sockets allow, until every one is done,
+ * or with sent_only, until every one has sent its request (answers are
+ * left for later).
+ */
+static void fanout_run(struct peer_fanout *f, bool sent_only)
 {
 	struct pollfd pfd[SD_MAX_NODES];
 	int map[SD_MAX_NODES];
@@ -340,7 +327,7 @@ void peer_fanout_finish(struct peer_fanout *f)
 			struct peer_call *c = &f->calls[i];
 			int64_t left;
 
-			if (c->state == CALL_DONE)
+			if (c->state == CALL_DONE || (sent_only && c->state != CALL_SEND))
 				continue;
 			left = ((int64_t)(c->last_ns - now) / 1000000) + PEER_TIMEOUT_MS;
 			if (left <= 0) {
@@ -373,6 +360,37 @@ void peer_fanout_finish(struct peer_fanout *f)
 				call_fail(f, c, ret);
 		}
 	}
+}
+
+void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
+		       struct peer_call *calls, int nr)
+{
+	f->rq = rq;
+	f->wdata = wdata;
+	f->calls = calls;
+	f->nr = nr;
+	for (int i = 0; i < nr; i++) {
+		struct peer_call *c = &calls[i];
+
+		c->fd = -1;
+		c->err = 0;
+		c->retried = false;
+		if (!c->rdata)
+			c->rlen = 0;
+		memset(&c->rsp, 0, sizeof(c->rsp));
+		call_open(f, c, false);
+	}
+	/*
+	 * Every node has its whole request before the caller does its own
+	 * part: a node can only start on a write once it has all of it, so
+	 * the nodes' work overlaps the caller's, not the sends' tail.
+	 */
+	fanout_run(f, true);
+}
+
+void peer_fanout_finish(struct peer_fanout *f)
+{
+	fanout_run(f, false);
 }
 
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr)

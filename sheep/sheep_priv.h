@@ -237,10 +237,10 @@ struct peer_fanout {
 };
 /*
  * Send rq (and wdata when rq has SD_FLAG_CMD_WRITE) to the nodes of
- * calls[nr] at once: start connects and sends what the sockets take now,
- * and returns (the caller may do its own part meanwhile); finish sends the
- * rest and gathers every answer. peer_fanout does both. Never fails as a
- * whole: each call has its result.
+ * calls[nr] at once: start connects and sends the request to every node,
+ * all together, and returns once each has it whole (the caller does its
+ * own part while the nodes work); finish gathers every answer.
+ * peer_fanout does both. Never fails as a whole: each call has its result.
  */
 void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
 		       struct peer_call *calls, int nr);
