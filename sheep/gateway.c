@@ -3,11 +3,11 @@
  * request and forwards it to the replica nodes that the ring of the current
  * epoch names for the oid (the local replica goes straight to the store).
  *
- * - Writes go to every replica at once (peer_fanout: the remote sends are
- *   in flight while the local copy is written), and succeed only when
- *   every replica acknowledged. With fewer live nodes than
- *   copies a write fails with SD_RES_HALT: redundancy is never dropped
- *   silently.
+ * - Writes go to every replica at once (peer_fanout: the request goes to
+ *   every remote replica together, from this thread, and the local copy is
+ *   written while they write theirs), and succeed only when every replica
+ *   acknowledged. With fewer live nodes than copies a write fails with
+ *   SD_RES_HALT: redundancy is never dropped silently.
  * - Reads go to one replica (the local one first) and fail over to the next,
  *   and finally to any node, since without recovery a replica of the new
  *   ring may not hold the object yet.
@@ -138,9 +138,9 @@ static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 
 /*
  * Write to every replica at once: the request goes out to the remote ones
- * (peer_fanout_start), the local copy is written while they are in flight,
- * then their answers are gathered. A write takes as long as its slowest
- * replica, not their sum.
+ * (peer_fanout_start: to all of them together), the local copy is written
+ * while they write theirs, then their answers are gathered. A write takes
+ * as long as its slowest replica, not their sum.
  */
 static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 {
