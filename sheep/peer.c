@@ -62,8 +62,7 @@ int peer_op_write(struct request *req)
 		return ret;
 	if (!(rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
-	return replica_write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset,
-			     is_sync(rq));
+	return replica_write(rq->obj.oid, req->data, rq->data_length, rq->obj.offset, is_sync(rq));
 }
 
 int peer_op_create_and_write(struct request *req)

@@ -216,7 +216,8 @@ static int call_send(const struct peer_fanout *f, struct peer_call *c)
 			iov[1] = (struct iovec){ (void *)f->wdata, total - hdr };
 			msg.msg_iovlen = total > hdr ? 2 : 1;
 		} else {
-			iov[0] = (struct iovec){ (char *)f->wdata + (c->done - hdr), total - c->done };
+			iov[0] =
+			    (struct iovec){ (char *)f->wdata + (c->done - hdr), total - c->done };
 			msg.msg_iovlen = 1;
 		}
 		r = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
@@ -336,7 +337,8 @@ static void fanout_run(struct peer_fanout *f, bool sent_only)
 			}
 			if (left < timeout)
 				timeout = (int)left;
-			pfd[n] = (struct pollfd){ c->fd, c->state == CALL_SEND ? POLLOUT : POLLIN, 0 };
+			pfd[n] =
+			    (struct pollfd){ c->fd, c->state == CALL_SEND ? POLLOUT : POLLIN, 0 };
 			map[n++] = i;
 		}
 		if (!n)

@@ -390,8 +390,7 @@ static int vdi_and_idx(const char *what, uint32_t *vid, uint64_t *idx)
 
 static int set_map_entry(uint32_t vid, uint64_t idx, uint32_t entry)
 {
-	return header_write(vid, SD_INODE_HEADER_SIZE + idx * sizeof(entry), &entry,
-			    sizeof(entry));
+	return header_write(vid, SD_INODE_HEADER_SIZE + idx * sizeof(entry), &entry, sizeof(entry));
 }
 
 /*

@@ -91,7 +91,8 @@ static void *peer_conn(void *arg)
 
 	while (!sd_read_full(fd, &rq, sizeof(rq))) {
 		struct sd_rsp rsp = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = rq.opcode };
-		bool ok = rq.opcode == SD_OP_FETCH_PEER && __atomic_load_n(&peer_has, __ATOMIC_ACQUIRE) &&
+		bool ok = rq.opcode == SD_OP_FETCH_PEER &&
+			  __atomic_load_n(&peer_has, __ATOMIC_ACQUIRE) &&
 			  rq.data_length == FETCH_SIZE;
 
 		__atomic_fetch_add(&nr_fetches, 1, __ATOMIC_RELAXED);
@@ -354,7 +355,7 @@ static void *race_one(void *arg)
 	pthread_barrier_wait(&barrier);
 	if (a->create)
 		return (void *)(long)replica_create_and_write(a->oid, buf, sizeof(buf), 8192, 8192,
-							       sizeof(buf), true);
+							      sizeof(buf), true);
 	return (void *)(long)replica_write(a->oid, buf, sizeof(buf), 0, true);
 }
 
