@@ -3,11 +3,11 @@
  * request and forwards it to the replica nodes that the ring of the current
  * epoch names for the oid (the local replica goes straight to the store).
  *
- * - Writes go to every replica at once (sender threads for large payloads,
- *   overlapping the local write), and
- *   succeed only when every replica acknowledged. With fewer live nodes than
- *   copies a write fails with SD_RES_HALT: redundancy is never dropped
- *   silently.
+ * - Writes go to every replica at once (peer_fanout: the request goes to
+ *   every remote replica together, from this thread, and the local copy is
+ *   written while they write theirs), and succeed only when every replica
+ *   acknowledged. With fewer live nodes than copies a write fails with
+ *   SD_RES_HALT: redundancy is never dropped silently.
  * - Reads go to one replica (the local one first) and fail over to the next,
  *   and finally to any node, since without recovery a replica of the new
  *   ring may not hold the object yet.
@@ -17,13 +17,14 @@
  * - A COW create reads the whole source object through the gateway, applies
  *   the write to it and sends the result as a plain create: the source's
  *   replicas need not be the new object's.
+ * - A discard (a write that zeroes entries of a VDI's own data map) removes
+ *   the objects it unmaps, so that a later create starts from zeros.
  *
  * Runs on io workers (client requests) and on the cluster worker (inodes of
- * ordered VDI operations), with blocking sockets from the connection cache.
+ * ordered VDI operations); every request to a peer goes through peer_io.c.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,7 +67,7 @@ static int local_io(const struct gw_io *io)
 	case SD_OP_READ_PEER:
 		return sd_store->read(io->oid, io->buf, io->len, io->off);
 	case SD_OP_WRITE_PEER:
-		return recovery_write(io->oid, io->buf, io->len, io->off, io->sync);
+		return replica_write(io->oid, io->buf, io->len, io->off, io->sync);
 	case SD_OP_CREATE_AND_WRITE_PEER:
 		if (io->cow)
 			return replica_create_and_write(io->oid, io->buf, io->len, io->off,
@@ -101,161 +102,75 @@ static void make_peer_req(struct sd_req *rq, const struct gw_io *io, uint32_t ep
 	}
 }
 
-/* one request to one remote node, synchronously */
+/* one request to one remote node */
 static int remote_io(const struct epoch_ring *er, int node, const struct gw_io *io)
 {
-	const struct sd_node_id *nid = &er->ring.nodes[node].nid;
+	struct peer_call c = { .nid = &er->ring.nodes[node].nid };
 	struct sd_req rq;
-	struct sd_rsp rsp;
-	int fd = peer_conn_get(nid), ret;
 
-	if (fd < 0)
-		return SD_RES_NETWORK;
+	if (io->opcode == SD_OP_READ_PEER) {
+		c.rdata = io->buf;
+		c.rlen = io->len;
+	}
 	make_peer_req(&rq, io, er->epoch);
-	ret = peer_send(fd, &rq, io->buf);
-	if (!ret)
-		ret = peer_recv(fd, &rsp, io->buf, io->opcode == SD_OP_READ_PEER ? io->len : 0);
-	peer_conn_put(nid, fd, ret == 0);
-	if (ret) /* the other idle sockets to it are likely dead too */
-		peer_conn_drop(nid);
-	return ret ? SD_RES_NETWORK : (int)rsp.result;
+	peer_fanout(&rq, io->buf, &c, 1);
+	return c.result;
 }
 
-/* read from one replica, failing over; then from any node that has it */
+/* read from one replica (this node's first), failing over; then from any node that has it */
 static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 {
-	int idx[SD_MAX_NODES], ret = SD_RES_NO_OBJ;
-	int n = ring_map(&er->ring, io->oid, io->copies, idx);
-	bool tried[SD_MAX_NODES] = { false };
+	struct peer_iter it;
+	int node, ret = SD_RES_NO_OBJ;
 
-	if (n == 0)
+	if (!peer_iter_init(&it, er, io->oid, io->copies, true, 0))
 		return SD_RES_HALT;
-	/* the local replica first: no copy over the network */
-	for (int i = 0; i < n; i++)
-		if (idx[i] == er->local_idx) {
-			idx[i] = idx[0];
-			idx[0] = er->local_idx;
-		}
-	for (int pass = 0; pass < 2; pass++) {
-		int nr = pass ? er->ring.nr_nodes : n;
-		for (int i = 0; i < nr; i++) {
-			int node = pass ? i : idx[i], r;
-			if (tried[node])
-				continue;
-			tried[node] = true;
-			r = node == er->local_idx ? local_io(io) : remote_io(er, node, io);
-			if (r == SD_RES_SUCCESS)
-				return r;
-			/* an epoch mismatch is worth a retry on a new ring */
-			if (retryable(r) || ret == SD_RES_NO_OBJ)
-				ret = r;
-		}
+	while ((node = peer_iter_next(&it)) >= 0) {
+		int r = node == er->local_idx ? local_io(io) : remote_io(er, node, io);
+
+		if (r == SD_RES_SUCCESS)
+			return r;
+		/* an epoch mismatch is worth a retry on a new ring */
+		if (retryable(r) || ret == SD_RES_NO_OBJ)
+			ret = r;
 	}
 	return ret;
 }
 
 /*
- * One remote replica's part of a write. A payload too large for the socket
- * buffers gets a sender thread of its own, so that the sends to every
- * replica and the local write overlap: a write takes as long as its slowest
- * replica, not their sum. A small one is sent inline (the send returns at
- * once) and its answer collected after the local write.
+ * Write to every replica at once: the request goes out to the remote ones
+ * (peer_fanout_start: to all of them together), the local copy is written
+ * while they write theirs, then their answers are gathered. A write takes
+ * as long as its slowest replica, not their sum.
  */
-#define GW_THREAD_MIN_LEN (64 * 1024)
-#define GW_SENDER_STACK (256 * 1024)
-
-struct gw_send {
-	const struct sd_node_id *nid;
-	const struct sd_req *rq;
-	const void *buf;
-	int fd;
-	int result;
-	bool threaded;
-	pthread_t th;
-};
-
-static int gw_send_finish(struct gw_send *s)
-{
-	struct sd_rsp rsp;
-	int r;
-
-	if (s->fd < 0)
-		return SD_RES_NETWORK;
-	r = peer_recv(s->fd, &rsp, NULL, 0);
-	peer_conn_put(s->nid, s->fd, r == 0);
-	s->fd = -1;
-	return r ? SD_RES_NETWORK : (int)rsp.result;
-}
-
-static void gw_send_start(struct gw_send *s)
-{
-	s->fd = peer_conn_get(s->nid);
-	if (s->fd >= 0 && peer_send(s->fd, s->rq, s->buf)) {
-		peer_conn_put(s->nid, s->fd, false);
-		s->fd = -1;
-	}
-}
-
-static void *gw_sender(void *arg)
-{
-	struct gw_send *s = arg;
-
-	gw_send_start(s);
-	s->result = gw_send_finish(s);
-	return NULL;
-}
-
-/* write to every replica at once: remote sends overlap the local write */
 static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 {
 	int idx[SD_MAX_NODES];
 	int n = ring_map(&er->ring, io->oid, io->copies, idx);
-	int ret = SD_RES_SUCCESS, r;
-	bool local = false, threads;
-	struct gw_send sends[SD_MAX_NODES];
-	pthread_attr_t attr;
+	int ret = SD_RES_SUCCESS, nr = 0, r;
+	struct peer_call calls[SD_MAX_COPIES];
+	struct peer_fanout f;
+	bool local = false;
 	struct sd_req rq;
 
 	if (n < io->copies)
 		return SD_RES_HALT;
 	make_peer_req(&rq, io, er->epoch);
-	threads = rq.data_length >= GW_THREAD_MIN_LEN && (rq.flags & SD_FLAG_CMD_WRITE);
-	if (threads) {
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, GW_SENDER_STACK);
-	}
-	for (int i = 0; i < n; i++) {
-		struct gw_send *s = &sends[i];
-
-		*s = (struct gw_send){ &er->ring.nodes[idx[i]].nid, &rq, io->buf, -1, 0 };
-		if (idx[i] == er->local_idx) {
+	for (int i = 0; i < n && nr < SD_MAX_COPIES; i++) {
+		if (idx[i] == er->local_idx)
 			local = true;
-			continue;
-		}
-		if (threads && !pthread_create(&s->th, &attr, gw_sender, s)) {
-			s->threaded = true;
-			continue;
-		}
-		gw_send_start(s);
+		else
+			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[idx[i]].nid };
 	}
-	if (threads)
-		pthread_attr_destroy(&attr);
+	peer_fanout_start(&f, &rq, io->buf, calls, nr);
 	if (local) {
 		r = local_io(io);
-		if (r != SD_RES_SUCCESS && !retryable(ret))
+		if (r != SD_RES_SUCCESS)
 			ret = r;
 	}
-	for (int i = 0; i < n; i++) {
-		struct gw_send *s = &sends[i];
-
-		if (idx[i] == er->local_idx)
-			continue;
-		if (s->threaded) {
-			pthread_join(s->th, NULL);
-			r = s->result;
-		} else {
-			r = gw_send_finish(s);
-		}
+	peer_fanout_finish(&f);
+	for (int i = 0; i < nr; i++) {
+		r = calls[i].result;
 		/* removing what a replica does not have is no failure */
 		if (io->opcode == SD_OP_REMOVE_PEER && r == SD_RES_NO_OBJ)
 			r = SD_RES_SUCCESS;
@@ -410,12 +325,79 @@ static int check_inode_write(const struct sd_req *rq, const void *data, int copi
 	return ret;
 }
 
+/*
+ * A discard, as QEMU sends it: a write of zeros over entries of the VDI's
+ * own data map, the data objects left alone (PROTOCOL.md 9.6). An object
+ * that stays behind would break the next write to it: the map says
+ * unallocated, so the client creates the object, and a create that finds
+ * the object applies as a write of the client's range only (it cannot
+ * tell a create after a discard from a second client's racing create,
+ * which must not zero the first one's data), leaving the discarded bytes
+ * around the new ones. So the objects that such a write unmaps, and that
+ * are the VDI's own (not a snapshot's, which another VDI reads), are
+ * removed once the map is written, before the client's answer.
+ *
+ * Before the write: the entries that it zeroes, as they were. NULL when it
+ * zeroes none (the common case costs no read); *first: the first entry.
+ */
+static uint32_t *map_before_discard(const struct sd_req *rq, const void *data,
+				    const struct vdi_attr *attr, uint32_t *first, uint32_t *nr)
+{
+	uint64_t off = rq->obj.offset, end = off + rq->data_length, a, b;
+	bool zeroes = false;
+	uint32_t *old, e;
+
+	if (!is_vdi_obj(rq->obj.oid) || attr->snapshot || end <= SD_INODE_HEADER_SIZE)
+		return NULL;
+	/* the whole entries that the write covers: [a, b) */
+	a = (max_t(uint64_t, off, SD_INODE_HEADER_SIZE) - SD_INODE_HEADER_SIZE + 3) / 4;
+	b = (end - SD_INODE_HEADER_SIZE) / 4;
+	for (uint64_t i = a; i < b && !zeroes; i++) {
+		memcpy(&e, (const char *)data + (SD_INODE_HEADER_SIZE + i * 4 - off), 4);
+		zeroes = !e;
+	}
+	if (!zeroes)
+		return NULL;
+	old = malloc((b - a) * 4);
+	if (!old)
+		return NULL;
+	if (gateway_obj_read(rq->obj.oid, old, (uint32_t)(b - a) * 4, SD_INODE_HEADER_SIZE + a * 4,
+			     attr->nr_copies) != SD_RES_SUCCESS) {
+		free(old);
+		return NULL;
+	}
+	*first = (uint32_t)a;
+	*nr = (uint32_t)(b - a);
+	return old;
+}
+
+/* after the write: remove the VDI's own objects whose entries it zeroed */
+static void remove_discarded(const struct sd_req *rq, const void *data, const uint32_t *old,
+			     uint32_t first, uint32_t nr, int copies)
+{
+	uint32_t vid = oid_to_vid(rq->obj.oid), e;
+
+	for (uint32_t i = 0; i < nr; i++) {
+		uint64_t at = SD_INODE_HEADER_SIZE + (uint64_t)(first + i) * 4 - rq->obj.offset;
+		int ret;
+
+		memcpy(&e, (const char *)data + at, 4);
+		if (e || old[i] != vid)
+			continue;
+		ret = gateway_obj_remove(vid_to_data_oid(vid, first + i), copies);
+		if (ret != SD_RES_SUCCESS)
+			sd_warn("%016" PRIx64 ": discarded, but not removed: %s",
+				vid_to_data_oid(vid, first + i), sd_strerror(ret));
+	}
+}
+
 int gateway_write_obj(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
 	struct gw_io io = { SD_OP_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
 			    rq->obj.offset, is_sync(rq), 0 };
 	struct vdi_attr attr;
+	uint32_t *old, first = 0, nr = 0;
 	int ret = check_object(rq, true, &attr);
 
 	if (ret)
@@ -424,8 +406,13 @@ int gateway_write_obj(struct request *req)
 	ret = check_inode_write(rq, req->data, attr.nr_copies);
 	if (ret)
 		return ret;
+	old = map_before_discard(rq, req->data, &attr, &first, &nr);
 	/* a header write: request.c broadcasts NOTIFY_VDI_HEADER before the reply */
-	return do_io(&io);
+	ret = do_io(&io);
+	if (old && ret == SD_RES_SUCCESS)
+		remove_discarded(rq, req->data, old, first, nr, attr.nr_copies);
+	free(old);
+	return ret;
 }
 
 /* COW: the whole source object with the write applied, as one plain create */
@@ -495,34 +482,27 @@ int gateway_flush_vdi(struct request *req)
 {
 	struct epoch_ring *er = group_ring_get();
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
-	int fds[SD_MAX_NODES], ret;
+	struct peer_call calls[SD_MAX_NODES];
+	struct peer_fanout f;
+	int ret, nr = 0;
 
 	if (!er)
 		return replica_flush(req->rq.obj.oid);
 	rq.epoch = er->epoch;
 	rq.obj.oid = req->rq.obj.oid;
-	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		fds[i] = -1;
-		if (i == er->local_idx)
-			continue;
-		fds[i] = peer_conn_get(&er->ring.nodes[i].nid);
-		if (fds[i] >= 0 && peer_send(fds[i], &rq, NULL)) {
-			peer_conn_put(&er->ring.nodes[i].nid, fds[i], false);
-			fds[i] = -1; /* a dead node has nothing left to flush */
-		}
-	}
+	for (int i = 0; i < er->ring.nr_nodes; i++)
+		if (i != er->local_idx)
+			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[i].nid };
+	peer_fanout_start(&f, &rq, NULL, calls, nr);
 	ret = replica_flush(req->rq.obj.oid);
-	for (int i = 0; i < er->ring.nr_nodes; i++) {
-		struct sd_rsp rsp;
-		int r;
+	peer_fanout_finish(&f);
+	for (int i = 0; i < nr; i++) {
+		int r = calls[i].result;
 
-		if (fds[i] < 0)
-			continue;
-		r = peer_recv(fds[i], &rsp, NULL, 0);
-		peer_conn_put(&er->ring.nodes[i].nid, fds[i], r == 0);
-		if (!r && rsp.result != SD_RES_SUCCESS && ret == SD_RES_SUCCESS &&
-		    rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER)
-			ret = rsp.result;
+		/* a dead node has nothing left to flush; one on another epoch neither */
+		if (r != SD_RES_SUCCESS && ret == SD_RES_SUCCESS && r != SD_RES_NETWORK &&
+		    r != SD_RES_OLD_NODE_VER && r != SD_RES_NEW_NODE_VER)
+			ret = r;
 	}
 	group_ring_put(er);
 	return ret;

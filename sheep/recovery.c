@@ -18,10 +18,11 @@
  * epoch began. A newer epoch aborts the run, and a new run starts on it.
  *
  * Client I/O goes on meanwhile: a write to an object that this node should
- * hold but has not fetched yet fetches it first (recovery_write), under the
- * object's lock, which the background run takes too; so the object is
- * fetched once and the write lands on top of it. Reads fail over in the
- * gateway to any node that has the object.
+ * hold but has not fetched yet fetches it first (replica_write), under the
+ * object's lock, which the background run takes too (replica_fetch: the
+ * fetch is the replica layer's); so the object is fetched once and the
+ * write lands on top of it. Reads fail over in the gateway to any node
+ * that has the object.
  *
  * Stale copies count too: every node lists its live objects and its stale
  * ones, and an object that no node holds live is fetched from a stale copy
@@ -77,7 +78,7 @@ static void sleep_ms(int ms)
  * and the network. A token bucket with no burst: each fetched object moves
  * the next allowed start later by its size / rate, and the fetcher sleeps
  * until then (in slices, so that a new epoch is seen). A client's write
- * that fetches a missing object first (recovery_write) is never paced.
+ * that fetches a missing object first (replica_write) is never paced.
  */
 static uint64_t max_bw = (uint64_t)RECOVERY_DEFAULT_BW * 1000000; /* bytes/s */
 static pthread_mutex_t pace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -133,167 +134,6 @@ static void count(uint64_t *field, uint64_t n)
 static bool superseded(uint32_t epoch)
 {
 	return sys.shutting_down || __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE) != epoch;
-}
-
-/* the size of oid's object: the inode's, or its VDI's object size */
-static uint32_t object_size(uint64_t oid)
-{
-	struct cluster_state *cs;
-	uint8_t shift = 0;
-	bool snapshot;
-
-	if (is_vdi_obj(oid))
-		return SD_INODE_SIZE;
-	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS ||
-	    shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
-		cs = malloc(sizeof(*cs));
-		if (cs) {
-			group_get_state(cs);
-			shift = cs->block_size_shift;
-			free(cs);
-		}
-	}
-	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT)
-		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	return UINT32_C(1) << shift;
-}
-
-static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
-		      uint32_t size)
-{
-	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
-			     .opcode = SD_OP_FETCH_PEER,
-			     .flags = stale ? SD_FLAG_CMD_STALE : 0,
-			     .data_length = size };
-	struct sd_rsp rsp;
-
-	rq.obj.oid = oid;
-	if (peer_request(nid, &rq, NULL, buf, &rsp))
-		return SD_RES_EIO;
-	if (rsp.result == SD_RES_SUCCESS && rsp.data_length != size)
-		return SD_RES_EIO;
-	return (int)rsp.result;
-}
-
-/*
- * The length of buf without its trailing zeros: what past the end of an
- * object reads as zeros need not be stored (an inode is mostly zeros).
- */
-static uint32_t trimmed_len(const void *buf, uint32_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len >= 8 && !*(const uint64_t *)(p + len - 8) && !((uintptr_t)(p + len) & 7))
-		len -= 8;
-	while (len && !p[len - 1])
-		len--;
-	return len;
-}
-
-/*
- * Try the nodes in mask (a bit per ring node), those that the ring names
- * for oid first. SD_RES_SUCCESS, SD_RES_NO_OBJ when every node answered
- * that it has none, or the last other failure.
- */
-static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, bool stale,
-		     void *buf, uint32_t size)
-{
-	int idx[SD_MAX_NODES], copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ;
-	int n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
-	uint64_t tried = UINT64_C(1) << er->local_idx;
-
-	for (int pass = 0; pass < 2; pass++) {
-		int nr = pass ? er->ring.nr_nodes : n;
-
-		for (int i = 0; i < nr; i++) {
-			int node = pass ? i : idx[i], r;
-			uint64_t bit = UINT64_C(1) << node;
-
-			if (!(mask & bit) || (tried & bit))
-				continue;
-			tried |= bit;
-			r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
-			if (r == SD_RES_SUCCESS)
-				return r;
-			if (r != SD_RES_NO_OBJ)
-				ret = r;
-		}
-	}
-	return ret;
-}
-
-/*
- * Fetch oid whole and store it here, the caller holding its lock, from the
- * live copies of the nodes in live (a bit per ring node). Only when no node
- * has a live copy (none in live, or every one of them answered NO_OBJ): a
- * stale copy of the nodes in stale, or this node's own. A copy set aside
- * at a rejoin may lack writes, but it beats none. SD_RES_NO_OBJ when
- * nobody has it.
- */
-static int fetch_locked(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
-			bool sync)
-{
-	uint32_t size = object_size(oid);
-	int ret = SD_RES_NO_OBJ;
-	void *buf;
-
-	if (sd_store->exist(oid))
-		return SD_RES_SUCCESS;
-	/* its VDI was deleted: any copy left somewhere is garbage */
-	if (deleted_has(oid))
-		return SD_RES_NO_OBJ;
-	buf = malloc(size);
-	if (!buf)
-		return SD_RES_NO_MEM;
-	if (live)
-		ret = fetch_any(er, oid, live, false, buf, size);
-	if (ret == SD_RES_NO_OBJ && stale) {
-		ret = fetch_any(er, oid, stale, true, buf, size);
-		if (ret == SD_RES_NO_OBJ &&
-		    sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS)
-			ret = SD_RES_SUCCESS;
-		if (ret == SD_RES_SUCCESS)
-			sd_warn("%016" PRIx64
-				": no node has a live copy; recovered from a stale one",
-				oid);
-	}
-	if (ret == SD_RES_SUCCESS)
-		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
-	/*
-	 * Its VDI was deleted while it was fetched: the delete's own removal
-	 * may have passed already. Recorded before that removal, so either it
-	 * sees this copy or this check sees the record.
-	 */
-	if (ret == SD_RES_SUCCESS && deleted_has(oid)) {
-		sd_store->remove(oid);
-		ret = SD_RES_NO_OBJ;
-	}
-	/* a node that restarted alone may not have known this VDI */
-	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid))
-		vdi_inode_recovered(oid_to_vid(oid), buf);
-	free(buf);
-	return ret;
-}
-
-int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
-{
-	struct epoch_ring *er;
-	int ret;
-
-	/* the common case costs nothing more: the object is here */
-	ret = sd_store->write(oid, buf, len, off, sync);
-	if (ret != SD_RES_NO_OBJ)
-		return ret;
-	er = group_ring_get();
-	if (!er)
-		return SD_RES_NO_MEM;
-	sd_mutex_lock(oid_lock(oid));
-	ret = fetch_locked(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
-	if (ret == SD_RES_SUCCESS)
-		ret = sd_store->write(oid, buf, len, off, sync);
-	sd_mutex_unlock(oid_lock(oid));
-	group_ring_put(er);
-	return ret;
 }
 
 /* ---- the background run ---- */
@@ -550,10 +390,10 @@ static void *fetcher(void *arg)
 		sd_mutex_lock(oid_lock(e->oid));
 		had = sd_store->exist(e->oid);
 		/* not synced one by one: fetch_all syncs them all at the end */
-		r = fetch_locked(job->er, e->oid, e->live, e->stale, false);
+		r = replica_fetch(job->er, e->oid, e->live, e->stale, false);
 		sd_mutex_unlock(oid_lock(e->oid));
 		if (r == SD_RES_SUCCESS && !had)
-			pace(job->er, object_size(e->oid));
+			pace(job->er, replica_object_size(e->oid));
 		/* deleted meanwhile: nothing to hold, nothing failed */
 		if (r != SD_RES_SUCCESS && deleted_has(e->oid))
 			r = SD_RES_SUCCESS;
@@ -891,6 +731,8 @@ int recovery_op_fetch(struct request *req)
 
 int recovery_init(void)
 {
+	/* an inode that the replica layer fetched: the VDI table learns the VDI */
+	replica_set_inode_fetched(vdi_inode_recovered);
 	recovery_wq = wq_create("recovery", 1);
 	return recovery_wq ? 0 : -ENOMEM;
 }

@@ -1,7 +1,8 @@
 /*
- * This node's copy of an object: what a create from the gateway (local, or
- * through a peer request) does to it, and the per-object lock that orders
- * the creates of an object with each other and with recovery's fetch of it.
+ * This node's copy of an object: the writes and creates that the gateway
+ * applies to it (locally, or through a peer op), the fetch of an object
+ * that this node should hold and does not have yet, and the per-object
+ * lock that orders the creates and fetches of an object with each other.
  *
  * Creation is atomic with respect to every other write of the object: the
  * first create of an object on a node makes it; a create that finds the
@@ -12,15 +13,28 @@
  * The source is frozen (a snapshot's), so every creator starts from the
  * same bytes, and whichever create comes first on a node, each node ends
  * with the initial bytes plus every create's range: the replicas agree.
+ * (A create can find an object there for no race only if a discard left it
+ * behind: the gateway removes the objects that a discard unmaps, so that a
+ * later create starts from zeros.)
  *
  * Plain writes take no lock: a write finds the object (it was acknowledged
- * before a client could send a write to it), or it is missing here and
- * recovery_write fetches it under the same lock first.
+ * before a client could send a write to it), or it is missing here (the
+ * epoch changed and recovery has not fetched it yet) and replica_write
+ * fetches it whole first, under the object's lock, which recovery's
+ * background fetch takes too: the object is fetched once and the write
+ * lands on top of it.
+ *
+ * A fetch asks the nodes in the replica iterator's order (the ring's
+ * replicas first: they got every write since the epoch began), and only
+ * when no node has a live copy, a stale one (a copy set aside at a rejoin
+ * may lack writes, but it beats none). An inode fetched is news for the
+ * VDI table above (replica_set_inode_fetched).
  *
  * The locks are striped: objects that share a stripe only wait for each
- * other's creates, never for their writes.
+ * other's creates and fetches, never for their writes.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "sheep_priv.h"
 #include "store/store.h"
@@ -29,10 +43,163 @@
 
 static pthread_mutex_t oid_locks[NR_OID_LOCKS] = { [0 ... NR_OID_LOCKS - 1] =
 						       PTHREAD_MUTEX_INITIALIZER };
+static void (*inode_fetched_fn)(uint32_t vid, const struct sd_inode_header *h);
 
 pthread_mutex_t *replica_oid_lock(uint64_t oid)
 {
 	return &oid_locks[(oid ^ (oid >> 32)) % NR_OID_LOCKS];
+}
+
+void replica_set_inode_fetched(void (*fn)(uint32_t vid, const struct sd_inode_header *h))
+{
+	inode_fetched_fn = fn;
+}
+
+uint32_t replica_object_size(uint64_t oid)
+{
+	struct cluster_state *cs;
+	uint8_t shift = 0;
+	bool snapshot;
+
+	if (is_vdi_obj(oid))
+		return SD_INODE_SIZE;
+	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS ||
+	    shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
+		cs = malloc(sizeof(*cs));
+		if (cs) {
+			group_get_state(cs);
+			shift = cs->block_size_shift;
+			free(cs);
+		}
+	}
+	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT)
+		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	return UINT32_C(1) << shift;
+}
+
+static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
+		      uint32_t size)
+{
+	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+			     .opcode = SD_OP_FETCH_PEER,
+			     .flags = stale ? SD_FLAG_CMD_STALE : 0,
+			     .data_length = size };
+	struct sd_rsp rsp;
+
+	rq.obj.oid = oid;
+	if (peer_request(nid, &rq, NULL, buf, &rsp))
+		return SD_RES_EIO;
+	if (rsp.result == SD_RES_SUCCESS && rsp.data_length != size)
+		return SD_RES_EIO;
+	return (int)rsp.result;
+}
+
+/*
+ * The length of buf without its trailing zeros: what past the end of an
+ * object reads as zeros need not be stored (an inode is mostly zeros).
+ */
+static uint32_t trimmed_len(const void *buf, uint32_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len >= 8 && !*(const uint64_t *)(p + len - 8) && !((uintptr_t)(p + len) & 7))
+		len -= 8;
+	while (len && !p[len - 1])
+		len--;
+	return len;
+}
+
+/*
+ * Try the nodes in mask (a bit per ring node), in the replica iterator's
+ * order. SD_RES_SUCCESS, SD_RES_NO_OBJ when every node answered that it
+ * has none, or the last other failure.
+ */
+static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, bool stale,
+		     void *buf, uint32_t size)
+{
+	int copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ, node;
+	uint64_t skip = ~mask;
+	struct peer_iter it;
+
+	if (er->local_idx >= 0)
+		skip |= UINT64_C(1) << er->local_idx;
+	peer_iter_init(&it, er, oid, copies > 0 ? copies : group_copies(), false, skip);
+	while ((node = peer_iter_next(&it)) >= 0) {
+		int r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
+
+		if (r == SD_RES_SUCCESS)
+			return r;
+		if (r != SD_RES_NO_OBJ)
+			ret = r;
+	}
+	return ret;
+}
+
+int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		  bool sync)
+{
+	uint32_t size = replica_object_size(oid);
+	int ret = SD_RES_NO_OBJ;
+	void *buf;
+
+	if (sd_store->exist(oid))
+		return SD_RES_SUCCESS;
+	/* its VDI was deleted: any copy left somewhere is garbage */
+	if (deleted_has(oid))
+		return SD_RES_NO_OBJ;
+	buf = malloc(size);
+	if (!buf)
+		return SD_RES_NO_MEM;
+	if (live)
+		ret = fetch_any(er, oid, live, false, buf, size);
+	if (ret == SD_RES_NO_OBJ && stale) {
+		ret = fetch_any(er, oid, stale, true, buf, size);
+		if (ret == SD_RES_NO_OBJ &&
+		    sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS)
+			ret = SD_RES_SUCCESS;
+		if (ret == SD_RES_SUCCESS)
+			sd_warn("%016" PRIx64
+				": no node has a live copy; recovered from a stale one",
+				oid);
+	}
+	if (ret == SD_RES_SUCCESS)
+		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
+	/*
+	 * Its VDI was deleted while it was fetched: the delete's own removal
+	 * may have passed already. Recorded before that removal, so either it
+	 * sees this copy or this check sees the record.
+	 */
+	if (ret == SD_RES_SUCCESS && deleted_has(oid)) {
+		sd_store->remove(oid);
+		ret = SD_RES_NO_OBJ;
+	}
+	/* a node that restarted alone may not have known this VDI */
+	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid) && inode_fetched_fn)
+		inode_fetched_fn(oid_to_vid(oid), buf);
+	free(buf);
+	return ret;
+}
+
+int replica_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	pthread_mutex_t *lock = replica_oid_lock(oid);
+	struct epoch_ring *er;
+	int ret;
+
+	/* the common case costs nothing more: the object is here */
+	ret = sd_store->write(oid, buf, len, off, sync);
+	if (ret != SD_RES_NO_OBJ)
+		return ret;
+	er = group_ring_get();
+	if (!er)
+		return SD_RES_NO_MEM;
+	pthread_mutex_lock(lock);
+	ret = replica_fetch(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
+	if (ret == SD_RES_SUCCESS)
+		ret = sd_store->write(oid, buf, len, off, sync);
+	pthread_mutex_unlock(lock);
+	group_ring_put(er);
+	return ret;
 }
 
 int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off,

@@ -210,38 +210,83 @@ void ordered_deliver(const void *msg, size_t len, int nr_members);
 /* how an applied request is answered (request.c's request_done): set by main */
 void ordered_set_done(void (*fn)(struct request *req));
 
-/* peer.c: sheep-to-sheep requests and the connection cache */
+/* peer.c: the peer ops, this node's side of another gateway's requests */
 int peer_op_read(struct request *req);
 int peer_op_write(struct request *req);
 int peer_op_create_and_write(struct request *req);
 int peer_op_remove(struct request *req);
 int peer_op_flush(struct request *req);
 int peer_op_get_obj_list(struct request *req);
-/* a connected blocking socket to nid from the cache, or -errno */
-int peer_conn_get(const struct sd_node_id *nid);
-/* give fd back (ok) or close it (!ok: the stream may be out of step) */
-void peer_conn_put(const struct sd_node_id *nid, int fd, bool ok);
+
+/*
+ * peer_io.c: requests to other sheep over cached connections. One node's
+ * part of a request sent to several at once: the caller fills nid (and,
+ * for an answer with a payload, rdata and rlen: the most it may carry);
+ * the fan-out fills rsp and result: rsp.result, or SD_RES_NETWORK when the
+ * node could not be reached or its connection failed (err: the -errno).
+ */
+struct peer_call {
+	const struct sd_node_id *nid;
+	void *rdata;
+	uint32_t rlen;
+	struct sd_rsp rsp;
+	int result;
+	int err;
+	/* private to peer_io.c */
+	int fd, state;
+	bool reused, retried;
+	size_t done;
+	uint64_t last_ns;
+};
+struct peer_fanout {
+	const struct sd_req *rq;
+	const void *wdata;
+	struct peer_call *calls;
+	int nr;
+};
+/*
+ * Send rq (and wdata when rq has SD_FLAG_CMD_WRITE) to the nodes of
+ * calls[nr] at once: start connects and sends the request to every node,
+ * all together, and returns once each has it whole (the caller does its
+ * own part while the nodes work); finish gathers every answer.
+ * peer_fanout does both. Never fails as a whole: each call has its result.
+ */
+void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
+		       struct peer_call *calls, int nr);
+void peer_fanout_finish(struct peer_fanout *f);
+void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr);
+/*
+ * One request to nid: wdata is sent when rq has SD_FLAG_CMD_WRITE,
+ * otherwise up to rq->data_length bytes of answer land in rdata. 0 (see
+ * rsp->result) or -errno.
+ */
+int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
+		 void *rdata, struct sd_rsp *rsp);
+/*
+ * The replica iterator: the nodes of er to try for oid, in order: the
+ * ring's replicas for copies (local_first: this node first), then every
+ * other node, since a replica of a new ring may not hold the object yet.
+ * Never a node in skip (a bit per ring node). init returns how many
+ * replicas the ring names (0: no node); next the next node (an index into
+ * er->ring.nodes), or -1 when none is left.
+ */
+struct peer_iter {
+	const struct epoch_ring *er;
+	int idx[SD_MAX_NODES];
+	int nr_replicas, pos;
+	uint64_t skip;
+};
+int peer_iter_init(struct peer_iter *it, const struct epoch_ring *er, uint64_t oid, int copies,
+		   bool local_first, uint64_t skip);
+int peer_iter_next(struct peer_iter *it);
 /* stopping: cut the sockets in use, refuse new ones (workers return at once) */
 void peer_abort_all(void);
 /* cut the sockets that workers hold to nid (it left): they return at once */
 void peer_abort_node(const struct sd_node_id *nid);
-/* close every idle socket to nid (it restarted, or died) */
-void peer_conn_drop(const struct sd_node_id *nid);
-/* send a request (and its payload when WRITE): 0 or -errno */
-int peer_send(int fd, const struct sd_req *hdr, const void *data);
-/* read a response and up to rlen payload bytes into data: 0 or -errno */
-int peer_recv(int fd, struct sd_rsp *rsp, void *data, uint32_t rlen);
-/*
- * One request to nid on a cached connection, synchronously: wdata is sent
- * when rq has SD_FLAG_CMD_WRITE, otherwise up to rq->data_length bytes of
- * answer land in rdata. 0 (see rsp->result) or -errno.
- */
-int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,
-		 void *rdata, struct sd_rsp *rsp);
 
 /*
  * replica.c: this node's copy of an object. The lock of oid (shared by
- * several objects) orders its creates and recovery's fetch of it.
+ * several objects) orders its creates and its fetch.
  */
 pthread_mutex_t *replica_oid_lock(uint64_t oid);
 /* make durable on this node what a VDI (oid names it; 0: every VDI) wrote without sync */
@@ -253,6 +298,26 @@ int replica_flush(uint64_t oid);
  */
 int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off,
 			     uint64_t wr_off, uint32_t wr_len, bool sync);
+/*
+ * Write to oid here; when this node should hold it but does not yet (the
+ * epoch changed, recovery has not fetched it), fetch it first, under its
+ * lock across the fetch and the write. SD_RES_*.
+ */
+int replica_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
+/*
+ * Fetch oid whole and store it here, the caller holding its lock, unless
+ * it is here already: from the live copies of the nodes in live (a bit per
+ * node of er), or only when no node has a live copy, a stale copy of the
+ * nodes in stale, or this node's own. Never an object of a deleted VDI.
+ * SD_RES_SUCCESS, SD_RES_NO_OBJ when nobody has it, or another SD_RES_*.
+ */
+int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		  bool sync);
+/* the size of oid's object: the inode's, or its VDI's (the cluster's when unknown) */
+uint32_t replica_object_size(uint64_t oid);
+/* news for the layer above: an inode fetched (the VDI may be new here); NULL: none */
+struct sd_inode_header;
+void replica_set_inode_fetched(void (*fn)(uint32_t vid, const struct sd_inode_header *h));
 
 /* recovery.c: joining a running cluster, and objects to their places */
 int recovery_init(void);
@@ -264,15 +329,9 @@ void recovery_set_join_done(void (*fn)(void));
 void recovery_kick(void);
 /* true while this node learns the state of the cluster it joined */
 bool recovery_is_joining(void);
-/*
- * Make sure oid is stored here before a write changes it: fetch it from a
- * node that has it when this node should hold it but does not yet. Holds
- * the object's recovery lock across the fetch and the write. SD_RES_*.
- */
 /* --recovery-max-bandwidth's default, MB/s (0: unlimited) */
 #define RECOVERY_DEFAULT_BW 0
 void recovery_set_max_bandwidth(uint64_t mb_per_s);
-int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
 int recovery_op_stat(struct request *req);
 int recovery_op_fetch(struct request *req);
 

@@ -5,8 +5,8 @@
  *   proto-client -p PORT SCENARIO
  *
  * Scenarios: qemu, pipeline, bad-opcode, bad-length, short-body, bad-range, bad-name,
- * garbage, unformatted, lock, release; inode-write, create, past-end, empty-answers
- * (proto-inode.c). Exit status 0 when every check passed.
+ * garbage, unformatted, lock, release; inode-write, create, past-end, empty-answers,
+ * discard, partial-create (proto-inode.c). Exit status 0 when every check passed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -440,6 +440,8 @@ static const struct {
 	{ "create", scenario_create },
 	{ "past-end", scenario_past_end },
 	{ "empty-answers", scenario_empty_answers },
+	{ "discard", scenario_discard },
+	{ "partial-create", scenario_partial_create },
 	{ "access", scenario_access },
 };
 

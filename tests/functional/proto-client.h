@@ -97,6 +97,8 @@ int scenario_inode_write(void);
 int scenario_create(void);
 int scenario_past_end(void);
 int scenario_empty_answers(void);
+int scenario_discard(void);
+int scenario_partial_create(void);
 /* the access scenario (proto-access.c) */
 int scenario_access(void);
 

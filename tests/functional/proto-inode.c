@@ -1,7 +1,8 @@
 /*
  * The data-path scenarios of proto-client: what a client may write into an
  * inode, copy-on-write creates after such writes, objects past a VDI's end,
- * answers of no bytes, and VDIs of any object size.
+ * answers of no bytes, VDIs of any object size, and QEMU's discard and the
+ * create that follows it (one request each, for a script to compose).
  *
  * Each prints one line per request with the result it got; a result other
  * than the expected one is a FAIL line.
@@ -369,4 +370,63 @@ int scenario_create(void)
 	step("NEW_VDI %s shift %u: %s", name, (unsigned)sh,
 	     ret < 0 ? "no reply" : res_name((uint32_t)ret));
 	return ret == SD_RES_SUCCESS ? 0 : 1;
+}
+
+/* PC_VDI's vid (looked up) and the object index PC_IDX: 0, or 2 (printed) */
+static int vdi_and_idx(const char *what, uint32_t *vid, uint64_t *idx)
+{
+	const char *name = getenv("PC_VDI"), *i = getenv("PC_IDX");
+
+	if (!name || !i || sd_parse_uint(i, 0, MAX_DATA_OBJS - 1, idx)) {
+		fprintf(stderr, "%s: set PC_VDI and PC_IDX\n", what);
+		return 2;
+	}
+	if (ctl_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, vid) != SD_RES_SUCCESS) {
+		fail("%s: no vdi %s", what, name);
+		return 2;
+	}
+	return 0;
+}
+
+static int set_map_entry(uint32_t vid, uint64_t idx, uint32_t entry)
+{
+	return header_write(vid, SD_INODE_HEADER_SIZE + idx * sizeof(entry), &entry, sizeof(entry));
+}
+
+/*
+ * discard: what QEMU's discard of a whole object sends (PROTOCOL.md 9.6):
+ * a WRITE_OBJ of 4 zero bytes over the object's entry in the VDI's own
+ * inode; the data object itself is not touched by the client.
+ */
+int scenario_discard(void)
+{
+	uint32_t vid = 0;
+	uint64_t idx;
+
+	if (vdi_and_idx("discard", &vid, &idx))
+		return 2;
+	expect("discard: map entry zeroed", set_map_entry(vid, idx, 0), SD_RES_SUCCESS);
+	return nr_fail ? 1 : 0;
+}
+
+/*
+ * partial-create: what QEMU sends for a write to an object its map shows
+ * unallocated (after a discard, say): CREATE_AND_WRITE_OBJ of 4 KiB of 'y'
+ * at 1 MiB into the object, then the map entry set to the VDI.
+ */
+int scenario_partial_create(void)
+{
+	static char buf[4096];
+	uint32_t vid = 0;
+	uint64_t idx;
+
+	if (vdi_and_idx("partial-create", &vid, &idx))
+		return 2;
+	memset(buf, 'y', sizeof(buf));
+	expect("CREATE_AND_WRITE 4 KiB at 1 MiB",
+	       obj_write(SD_OP_CREATE_AND_WRITE_OBJ, WF, vid_to_data_oid(vid, (uint32_t)idx), 0,
+			 MiB, buf, sizeof(buf)),
+	       SD_RES_SUCCESS);
+	expect("map entry set", set_map_entry(vid, idx, vid), SD_RES_SUCCESS);
+	return nr_fail ? 1 : 0;
 }

@@ -5,15 +5,155 @@
  * range; a copy-on-write payload's client range is checked against the
  * payload; creates of one object from many threads at once all land (the
  * per-object lock), whichever comes first.
+ *
+ * The fetch of a missing object, through the real peer_io.c, from a fake
+ * peer on loopback (a thread that answers FETCH_PEER from its own copy): a
+ * write to an object missing here fetches it once and lands on top of it;
+ * with no copy anywhere, or of a deleted VDI, it fails and creates
+ * nothing; a write and a create racing on a missing object both land.
+ * The layers above replica (the ring, the VDI table, the deleted records)
+ * are stubbed below.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "net.h"
 #include "sheep_priv.h"
 #include "store/store.h"
+
+/* ---- the layers above, stubbed: a ring of this node and one peer ---- */
+
+#define FETCH_SHIFT 20 /* objects of the VDIs below: 1 MiB */
+#define FETCH_SIZE (1U << FETCH_SHIFT)
+#define DELETED_VID 0x00dead
+
+static struct epoch_ring test_er = { .refcnt = 1, .epoch = 1 };
+
+struct epoch_ring *group_ring_get(void)
+{
+	return &test_er;
+}
+
+void group_ring_put(struct epoch_ring *er)
+{
+	(void)er;
+}
+
+void group_get_state(struct cluster_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->block_size_shift = FETCH_SHIFT;
+}
+
+uint8_t group_copies(void)
+{
+	return 2;
+}
+
+int vdi_copies(uint32_t vid)
+{
+	(void)vid;
+	return 2;
+}
+
+int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
+{
+	(void)vid;
+	*shift = FETCH_SHIFT;
+	*is_snapshot = false;
+	return SD_RES_SUCCESS;
+}
+
+bool deleted_has(uint64_t oid)
+{
+	return oid_to_vid(oid) == DELETED_VID;
+}
+
+/* ---- the fake peer: FETCH_PEER answered from peer_obj, when peer_has ---- */
+
+static char peer_obj[FETCH_SIZE];
+static bool peer_has;
+static int nr_fetches; /* atomic */
+static int listen_fd = -1;
+static pthread_t peer_thread;
+
+static void *peer_conn(void *arg)
+{
+	int fd = (int)(long)arg;
+	struct sd_req rq;
+
+	while (!sd_read_full(fd, &rq, sizeof(rq))) {
+		struct sd_rsp rsp = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = rq.opcode };
+		bool ok = rq.opcode == SD_OP_FETCH_PEER &&
+			  __atomic_load_n(&peer_has, __ATOMIC_ACQUIRE) &&
+			  rq.data_length == FETCH_SIZE;
+
+		__atomic_fetch_add(&nr_fetches, 1, __ATOMIC_RELAXED);
+		rsp.result = ok ? SD_RES_SUCCESS : SD_RES_NO_OBJ;
+		rsp.data_length = ok ? FETCH_SIZE : 0;
+		if (sd_write_full(fd, &rsp, sizeof(rsp)) ||
+		    (ok && sd_write_full(fd, peer_obj, FETCH_SIZE)))
+			break;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void *peer_main(void *arg)
+{
+	int fd;
+
+	(void)arg;
+	while ((fd = accept(listen_fd, NULL, NULL)) >= 0) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, peer_conn, (void *)(long)fd))
+			close(fd);
+		else
+			pthread_detach(t);
+	}
+	return NULL;
+}
+
+static void node_at(struct sd_node *n, uint8_t last, uint16_t port)
+{
+	memset(n, 0, sizeof(*n));
+	n->nid.addr[10] = 0xff;
+	n->nid.addr[11] = 0xff;
+	n->nid.addr[12] = 127;
+	n->nid.addr[15] = last;
+	n->nid.port = port;
+}
+
+/* per test (in its process): the fake peer listening, the ring of this node (127.0.0.2) and it */
+static void start_peer(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct sd_node nodes[2];
+	int on = 1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(listen_fd, 0);
+	setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	ck_assert_int_eq(bind(listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(listen_fd, 16), 0);
+	ck_assert_int_eq(getsockname(listen_fd, (struct sockaddr *)&sa, &len), 0);
+	node_at(&nodes[0], 2, 7000); /* this node: never connected to */
+	node_at(&nodes[1], 1, ntohs(sa.sin_port));
+	ck_assert_int_eq(ring_build(&test_er.ring, nodes, 2), 0);
+	test_er.local_idx = ring_find_node(&test_er.ring, &nodes[0].nid);
+	ck_assert_int_ge(test_er.local_idx, 0);
+	ck_assert_int_eq(pthread_create(&peer_thread, NULL, peer_main, NULL), 0);
+}
 
 #define OBJ_SIZE 65536
 static char dir[64];
@@ -23,11 +163,17 @@ static void setup(void)
 	snprintf(dir, sizeof(dir), "/tmp/test_replica.XXXXXX");
 	ck_assert_ptr_ne(mkdtemp(dir), NULL);
 	ck_assert_int_eq(store_init("plain", dir), 0);
+	start_peer();
 }
 
 static void teardown(void)
 {
 	char cmd[128];
+
+	shutdown(listen_fd, SHUT_RDWR);
+	close(listen_fd);
+	pthread_join(peer_thread, NULL);
+	ring_free(&test_er.ring);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	(void)!system(cmd);
@@ -138,6 +284,119 @@ START_TEST(test_racing_creates_all_land)
 }
 END_TEST
 
+/* a data object of a VDI with FETCH_SIZE objects */
+#define FETCH_OID(n) vid_to_data_oid(0x00abcd, (n))
+
+/* the first byte where two objects (FETCH_SIZE) differ, or -1 */
+static long first_diff(const char *a, const char *b)
+{
+	for (uint32_t i = 0; i < FETCH_SIZE; i++)
+		if (a[i] != b[i])
+			return i;
+	return -1;
+}
+
+static void peer_holds(char c)
+{
+	memset(peer_obj, c, sizeof(peer_obj));
+	__atomic_store_n(&peer_has, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&nr_fetches, 0, __ATOMIC_RELEASE);
+}
+
+START_TEST(test_write_missing_fetches_it)
+{
+	uint64_t oid = FETCH_OID(1);
+	char *back = malloc(FETCH_SIZE), *want = malloc(FETCH_SIZE);
+
+	peer_holds('P');
+	ck_assert(!sd_store->exist(oid));
+	ck_assert_int_eq(replica_write(oid, "hello", 5, 1000, true), SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&nr_fetches, __ATOMIC_ACQUIRE), 1);
+	ck_assert_int_eq(sd_store->read(oid, back, FETCH_SIZE, 0), SD_RES_SUCCESS);
+	memset(want, 'P', FETCH_SIZE);
+	memcpy(want + 1000, "hello", 5);
+	ck_assert_int_eq(first_diff(back, want), -1);
+	/* here now: the next write fetches nothing */
+	ck_assert_int_eq(replica_write(oid, "x", 1, 0, true), SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&nr_fetches, __ATOMIC_ACQUIRE), 1);
+	free(want);
+	free(back);
+}
+END_TEST
+
+START_TEST(test_write_missing_nowhere)
+{
+	uint64_t oid = FETCH_OID(2), deleted = vid_to_data_oid(DELETED_VID, 2);
+
+	peer_holds('P');
+	__atomic_store_n(&peer_has, false, __ATOMIC_RELEASE);
+	ck_assert_int_eq(replica_write(oid, "hello", 5, 0, true), SD_RES_NO_OBJ);
+	ck_assert(!sd_store->exist(oid));
+	/* a deleted VDI's object is never fetched back, whoever holds it */
+	peer_holds('P');
+	ck_assert_int_eq(replica_write(deleted, "hello", 5, 0, true), SD_RES_NO_OBJ);
+	ck_assert(!sd_store->exist(deleted));
+	ck_assert_int_eq(__atomic_load_n(&nr_fetches, __ATOMIC_ACQUIRE), 0);
+}
+END_TEST
+
+struct race_arg {
+	uint64_t oid;
+	bool create;
+};
+
+/* the writer puts 'W' at 0..4095 by a write; the creator 'C' at 8192.. by a create */
+static void *race_one(void *arg)
+{
+	struct race_arg *a = arg;
+	char buf[4096];
+
+	memset(buf, a->create ? 'C' : 'W', sizeof(buf));
+	pthread_barrier_wait(&barrier);
+	if (a->create)
+		return (void *)(long)replica_create_and_write(a->oid, buf, sizeof(buf), 8192, 8192,
+							      sizeof(buf), true);
+	return (void *)(long)replica_write(a->oid, buf, sizeof(buf), 0, true);
+}
+
+START_TEST(test_write_races_create)
+{
+	char *back = malloc(FETCH_SIZE), *want = malloc(FETCH_SIZE);
+
+	peer_holds('P');
+	for (int round = 0; round < 20; round++) {
+		struct race_arg a[2] = { { FETCH_OID(100 + round), false },
+					 { FETCH_OID(100 + round), true } };
+		pthread_t t[2];
+		char rest;
+
+		pthread_barrier_init(&barrier, NULL, 2);
+		for (int i = 0; i < 2; i++)
+			ck_assert_int_eq(pthread_create(&t[i], NULL, race_one, &a[i]), 0);
+		for (int i = 0; i < 2; i++) {
+			void *ret;
+
+			pthread_join(t[i], &ret);
+			ck_assert_int_eq((int)(long)ret, SD_RES_SUCCESS);
+		}
+		pthread_barrier_destroy(&barrier);
+		ck_assert_int_eq(sd_store->read(a[0].oid, back, FETCH_SIZE, 0), SD_RES_SUCCESS);
+		/* both land; the rest is the fetched copy (the write came first) or zeros */
+		rest = back[4096];
+		ck_assert_msg(rest == 'P' || rest == 0, "round %d: byte 4096 is 0x%02x", round,
+			      (unsigned char)rest);
+		memset(want, rest, FETCH_SIZE);
+		memset(want, 'W', 4096);
+		memset(want + 8192, 'C', 4096);
+		ck_assert_msg(!memcmp(back, want, FETCH_SIZE), "round %d: byte %ld is 0x%02x",
+			      round, first_diff(back, want),
+			      (unsigned char)back[first_diff(back, want)]);
+	}
+	free(want);
+	free(back);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("replica");
@@ -153,6 +412,9 @@ int main(void)
 	tcase_add_test(tc, test_range_outside_payload);
 	tcase_add_test(tc, test_lock_per_object);
 	tcase_add_test(tc, test_racing_creates_all_land);
+	tcase_add_test(tc, test_write_missing_fetches_it);
+	tcase_add_test(tc, test_write_missing_nowhere);
+	tcase_add_test(tc, test_write_races_create);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
