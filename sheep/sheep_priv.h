@@ -265,7 +265,7 @@ int recovery_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bo
 int recovery_op_stat(struct request *req);
 int recovery_op_fetch(struct request *req);
 
-/* vdi.c: the VDI namespace */
+/* vdi.c: the VDI namespace ops (ordered) and the start-up load of the table */
 int vdi_init(void);
 int vdi_op_new(struct request *req);
 int vdi_op_del(struct request *req);
@@ -274,6 +274,16 @@ int vdi_op_release(struct request *req);
 int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
 int vdi_op_get_locks(struct request *req);
+/* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
+int vdi_op_header_changed(struct request *req);
+/* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */
+bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid);
+
+/*
+ * vdi_table.c: the VDI table, a cache under its lock that does no I/O; the
+ * object path's reads, which take the lock themselves (the namespace ops'
+ * interface is vdi_table.h)
+ */
 /* what an object op needs to know about a live VDI, read at once */
 struct vdi_attr {
 	uint8_t shift;	   /* log2 of its object size */
@@ -287,17 +297,12 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */
 int vdi_copies(uint32_t vid);
-/* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
-int vdi_op_header_changed(struct request *req);
-/* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */
-bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid);
 /* recovery stored the inode of vid here: know the VDI (it may be new here) */
 struct sd_inode_header;
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
-/* learn the namespace from a member (a node that joined): SD_RES_* */
+
+/* vdi_sync.c: learn the namespace from a member (a node that joined): SD_RES_* */
 int vdi_sync_from(const struct sd_node_id *nid);
-/* remove every VDI's state (after format) */
-void vdi_reset(void);
 
 /*
  * deleted.c: the objects of deleted VDIs, which nothing may bring back.

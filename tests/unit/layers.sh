@@ -3,8 +3,8 @@
 # in this order (a file calls only files of a lower rank):
 #
 #   sheep (main) > request, nbd*, metrics (front-ends) > ordered > ops
-#   > recovery > vdi > deleted > gateway > peer > replica > store/*
-#   > group > cluster/* > inode, stat > work
+#   > recovery > vdi, vdi_sync > deleted > gateway > vdi_table > peer
+#   > replica > store/* > group > cluster/* > inode, stat > work
 #
 # News that travels up goes through a callback that the upper layer
 # registered (a function pointer: no symbol reference, so no edge here).
@@ -23,8 +23,9 @@ declare -A rank=(
 	[sheep]=100
 	[request]=90 [nbd]=90 [metrics]=90
 	[ordered]=86 [ops]=85 [access]=80
-	[recovery]=72 [vdi]=70 [deleted]=68
+	[recovery]=72 [vdi]=70 [vdi_sync]=70 [deleted]=68
 	[gateway]=60
+	[vdi_table]=55
 	[peer]=50 [replica]=48
 	[store]=40
 	[group]=30
@@ -44,8 +45,6 @@ declare -A allowed=(
 	["cluster -> group sd_quorum_lost_handler"]="the cluster driver interface"
 	["gateway -> recovery recovery_write"]="the local replica's write fetches a missing object first: belongs in replica.c with the fetch (not moved here: gateway.c's write path is being reworked by another change)"
 	["peer -> recovery recovery_write"]="the same write, for a WRITE_PEER: moves with it"
-	["gateway -> vdi vdi_copies"]="the VDI table (a cache under its lock, no I/O) still lives in vdi.c with the namespace ops: to be split out below the gateway"
-	["gateway -> vdi vdi_get_attr"]="the same table"
 )
 
 T=$(mktemp -d /tmp/layers.XXXXXX) || exit 1
