@@ -11,8 +11,9 @@
  * so, see cluster.h) counts no epoch and applies no event: it stops with
  * a failure status, so that the majority alone goes on. Restarted once
  * the network is back, it joins like any node. Membership news goes up
- * through the callbacks that main registered (group_set_news): this file
- * calls nothing above it.
+ * through the callbacks that main registered (group_set_news), and so do
+ * the cluster's ordered messages (group_set_deliver): this file calls
+ * nothing above it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -342,6 +343,14 @@ static void news_epoch_changed(void)
 		news.epoch_changed();
 }
 
+/* where a delivered message goes (ordered.c's ordered_deliver), registered by main */
+static group_deliver_fn deliver_fn;
+
+void group_set_deliver(group_deliver_fn fn)
+{
+	deliver_fn = fn;
+}
+
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
 {
 	self_node = *me;
@@ -385,7 +394,10 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 {
 	if (!check_quorum())
 		return;
-	ordered_deliver(msg, len, cs.nr_nodes);
+	if (deliver_fn)
+		deliver_fn(msg, len, cs.nr_nodes);
+	else
+		sd_err("a cluster message of %zu bytes and nobody to take it", len);
 }
 
 void sd_quorum_lost_handler(void)

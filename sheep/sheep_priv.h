@@ -148,6 +148,13 @@ struct group_news {
 };
 void group_set_news(const struct group_news *n);
 /*
+ * A message the cluster driver delivered (in the cluster's total order, on
+ * the main thread), with the number of members at its delivery: what the
+ * layer above registered with group_set_deliver takes it.
+ */
+typedef void (*group_deliver_fn)(const void *msg, size_t len, int nr_members);
+void group_set_deliver(group_deliver_fn fn);
+/*
  * Make the cluster formatted with copies (0: default); nr_members: the
  * cluster's size when the format was delivered. 0, or -EEXIST (formatted
  * already), -EINVAL (copies or shift out of bounds), -ERANGE (more copies
@@ -196,7 +203,7 @@ void ordered_submit(struct request *req);
  * inode; broadcast NOTIFY_VDI_HEADER and answer req once it is applied here
  */
 void ordered_notify_header(struct request *req, uint32_t vid);
-/* main thread, from sd_notify_handler: apply a delivered op */
+/* main thread, a group_deliver_fn (registered by main): apply a delivered op */
 void ordered_deliver(const void *msg, size_t len, int nr_members);
 /* how an applied request is answered (request.c's request_done): set by main */
 void ordered_set_done(void (*fn)(struct request *req));

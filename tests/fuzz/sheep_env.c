@@ -204,6 +204,7 @@ void fuzz_sheep_setup(bool formatted)
 	/* the news the layers below send up, registered as sheep.c does */
 	group_set_news(&(struct group_news){ .joined = recovery_join,
 					     .epoch_changed = recovery_kick });
+	group_set_deliver(ordered_deliver);
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);
 	/* every level, so that each message is formatted; nothing is kept */

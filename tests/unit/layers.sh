@@ -38,7 +38,6 @@ declare -A rank=(
 # they stay
 declare -A allowed=(
 	["* -> sheep sheep_request_shutdown"]="a request to stop (SHUTDOWN, lost quorum, eviction, a fatal store error) sets main's flag and returns: no call comes back down"
-	["group -> ordered ordered_deliver"]="the cluster's total order hands each ordered op to the op layer; to become a callback registered like group_set_news"
 	["cluster -> group sd_join_handler"]="the cluster driver interface (cluster.h): drivers report to group's named handlers"
 	["cluster -> group sd_leave_handler"]="the cluster driver interface"
 	["cluster -> group sd_notify_handler"]="the cluster driver interface"
