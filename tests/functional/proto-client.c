@@ -441,6 +441,8 @@ static const struct {
 	{ "past-end", scenario_past_end },
 	{ "empty-answers", scenario_empty_answers },
 	{ "access", scenario_access },
+	{ "snap-map", scenario_snap_map },
+	{ "ns-order", scenario_ns_order },
 };
 
 static void usage(void)
