@@ -8,9 +8,11 @@
  * expects when it lists snapshots, and a deleted VDI keeps its bit (its
  * inode loses its name) so that the probe chain stays unbroken.
  *
- * Every operation that changes the namespace is an ordered op (ordered.c):
+ * Every namespace op, the lookups included, is an ordered op (ordered.c):
  * every node applies it, in the cluster's total order, on its
- * single-threaded cluster queue, so the tables agree everywhere. Each op
+ * single-threaded cluster queue, so the tables agree everywhere and every
+ * node answers a question alike (a lookup right after a create through
+ * another node finds the VDI). Each op
  * decides under the table's lock, does its inode I/O without it (only the
  * node that received the request, req->remote false, writes inodes,
  * through the gateway, which replicates them like data), and publishes
@@ -605,6 +607,7 @@ int vdi_op_lock(struct request *req)
 	return resolve(req, true);
 }
 
+/* GET_VDI_INFO: on another node's behalf, the same lookup changes nothing */
 int vdi_op_get_info(struct request *req)
 {
 	return resolve(req, false);
@@ -638,9 +641,13 @@ int vdi_op_release(struct request *req)
 	return ret;
 }
 
+/* READ_VDIS: the in-use bitmap; another node's question is answered there */
 int vdi_op_read_vdis(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
+
+	if (req->remote)
+		return SD_RES_SUCCESS;
 
 	vdi_table_rdlock();
 	if (len) /* no buffer at all when data_length is 0 */
