@@ -12,14 +12,13 @@
  * every node applies it, in the cluster's total order, on its
  * single-threaded cluster queue, so the tables agree everywhere and every
  * node answers a question alike (a lookup right after a create through
- * another node finds the VDI). Each op
- * decides under the table's lock, does its inode I/O without it (only the
- * node that received the request, req->remote false, writes inodes,
- * through the gateway, which replicates them like data), and publishes
- * under it. Only the cluster
- * worker changes the namespace, so what was decided still holds when it
- * is published. The start-up load is here too (vdi_init); a joining node's
- * sync is in vdi_sync.c.
+ * another node finds the VDI). Each op decides under the table's lock,
+ * does its inode I/O without it (only the node that received the request,
+ * req->remote false, writes inodes, through the gateway, which replicates
+ * them like data), and publishes under it. Only the cluster worker changes
+ * the namespace, so what was decided still holds when it is published.
+ * The start-up load is here too (vdi_init); a joining node's sync is in
+ * vdi_sync.c.
  */
 #include <errno.h>
 #include <stdio.h>
