@@ -41,8 +41,8 @@ static int obj_io(uint8_t op, uint64_t oid, uint64_t off, void *buf, uint32_t le
 	struct sd_rsp rsp;
 
 	obj_hdr(&h, op, flags, oid, off, len, 0, 0);
-	return snap_exec(&h, op == SD_OP_READ_OBJ ? NULL : buf,
-			 op == SD_OP_READ_OBJ ? buf : NULL, op == SD_OP_READ_OBJ ? len : 0, &rsp);
+	return snap_exec(&h, op == SD_OP_READ_OBJ ? NULL : buf, op == SD_OP_READ_OBJ ? buf : NULL,
+			 op == SD_OP_READ_OBJ ? len : 0, &rsp);
 }
 
 static void expect(const char *label, int ret, uint32_t want)
@@ -67,8 +67,8 @@ int scenario_snap_map(void)
 	expect("CREATE_AND_WRITE_OBJ its object 0",
 	       obj_io(SD_OP_CREATE_AND_WRITE_OBJ, vid_to_data_oid(vid, 0), 0, data, sizeof(data)),
 	       SD_RES_SUCCESS);
-	expect("WRITE_OBJ its map entry 0", obj_io(SD_OP_WRITE_OBJ, vid_to_vdi_oid(vid), map, &vid, 4),
-	       SD_RES_SUCCESS);
+	expect("WRITE_OBJ its map entry 0",
+	       obj_io(SD_OP_WRITE_OBJ, vid_to_vdi_oid(vid), map, &vid, 4), SD_RES_SUCCESS);
 	ret = ctl_new_vdi("sm", 16 * MiB, vid, 1, 1, &work);
 	expect("NEW_VDI snapshot of sm (sm's vid is the snapshot now)", ret, SD_RES_SUCCESS);
 	if (ret)
@@ -123,7 +123,8 @@ int scenario_ns_order(void)
 		pc_port = port_a;
 		ret = ctl_new_vdi(name, 4 * MiB, 0, 0, 1, &vid);
 		if (ret) {
-			step("NEW_VDI %s: %s", name, ret < 0 ? "no reply" : res_name((uint32_t)ret));
+			step("NEW_VDI %s: %s", name,
+			     ret < 0 ? "no reply" : res_name((uint32_t)ret));
 			fail("NEW_VDI failed");
 			break;
 		}
