@@ -236,7 +236,7 @@ struct lagged_msg {
 	uint64_t due_ns;
 	size_t len;
 	int nr_members;
-	uint8_t msg[];
+	uint8_t msg[] __attribute__((aligned(8))); /* read as a struct ordered_msg */
 };
 
 static struct work_queue *lag_wq;
