@@ -272,8 +272,12 @@ static int check_object(const struct sd_req *rq, bool write, struct vdi_attr *at
 	/* no data object lies past the VDI's end (a size grows, never shrinks) */
 	if (!ret && is_data_obj(oid) && ((uint64_t)oid_to_idx(oid) << attr->shift) >= attr->size)
 		return SD_RES_INVALID_PARMS;
-	/* a snapshot's data is frozen: QEMU re-resolves on READONLY */
-	if (write && attr->snapshot && !is_vdi_obj(oid))
+	/*
+	 * a snapshot's data is frozen, and so is its inode's map (the header
+	 * stays inode.c's to check): QEMU re-resolves on READONLY
+	 */
+	if (write && attr->snapshot &&
+	    (!is_vdi_obj(oid) || rq->obj.offset + rq->data_length > SD_INODE_HEADER_SIZE))
 		return SD_RES_READONLY;
 	return SD_RES_SUCCESS;
 }

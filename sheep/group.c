@@ -18,9 +18,9 @@
  * requests wait, peers on the new epoch are refused), and from the main
  * loop it leaves the driver and joins it again as a new member: a new
  * epoch, its objects set aside as stale and recovered like any joiner's.
- * Membership news goes up
- * through the callbacks that main registered (group_set_news): this file
- * calls nothing above it.
+ * Membership news goes up through the callbacks that main registered
+ * (group_set_news), and so do the cluster's ordered messages
+ * (group_set_deliver): this file calls nothing above it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -229,6 +229,24 @@ static uint32_t latest_epoch_on_disk(void)
 	return max;
 }
 
+/*
+ * The format's copies and object size, checked where they enter: from
+ * DIR/config, from a member's answer, from MAKE_FS. Every VDI and object
+ * op trusts them afterwards (a VDI's bad copies fall back on the
+ * cluster's). 0, or -EINVAL (logged, with where they came from).
+ */
+static int check_format(uint8_t copies, uint8_t shift, const char *from)
+{
+	if (copies >= 1 && copies <= SD_MAX_COPIES && shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
+	    shift <= SD_MAX_BLOCK_SIZE_SHIFT)
+		return 0;
+	sd_err("%s: a format with %u copies and block_size_shift %u refused (copies 1..%d, "
+	       "block_size_shift %d..%d)",
+	       from, copies, shift, SD_MAX_COPIES, SD_MIN_BLOCK_SIZE_SHIFT,
+	       SD_MAX_BLOCK_SIZE_SHIFT);
+	return -EINVAL;
+}
+
 int group_init(void)
 {
 	struct sheep_disk_config cfg;
@@ -247,6 +265,9 @@ int group_init(void)
 		sd_err("%s is unreadable or not a sheep config", path);
 		return ret ? ret : -EINVAL;
 	}
+	ret = check_format(cfg.copies, cfg.block_size_shift, path);
+	if (ret)
+		return ret;
 	cs.formatted = true;
 	cs.ctime = cfg.ctime;
 	cs.copies = cfg.copies;
@@ -358,6 +379,14 @@ static void news_node_left(const struct sd_node *left)
 {
 	if (news.node_left)
 		news.node_left(&left->nid);
+}
+
+/* where a delivered message goes (ordered.c's ordered_deliver), registered by main */
+static group_deliver_fn deliver_fn;
+
+void group_set_deliver(group_deliver_fn fn)
+{
+	deliver_fn = fn;
 }
 
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
@@ -474,7 +503,10 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 {
 	if (!check_quorum())
 		return;
-	ordered_deliver(msg, len, cs.nr_nodes);
+	if (deliver_fn)
+		deliver_fn(msg, len, cs.nr_nodes);
+	else
+		sd_err("a cluster message of %zu bytes and nobody to take it", len);
 }
 
 void sd_quorum_lost_handler(void)
@@ -502,10 +534,9 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	}
 	if (shift == 0)
 		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT) {
-		ret = -EINVAL;
+	ret = check_format(copies, shift, "MAKE_FS");
+	if (ret)
 		goto out_unlock;
-	}
 	cfg.ctime = ctime ? ctime : (uint64_t)time(NULL);
 	cfg.copies = copies;
 	cfg.block_size_shift = shift;
@@ -549,7 +580,8 @@ bool group_is_joining(void)
  * when the member's newest epoch has the very node list that this node
  * sees now (-EAGAIN otherwise: one of the two has not caught up yet).
  * -EINVAL when the member belongs to another cluster (another format) or
- * sent a log that cannot be one (epoch 0, more than SD_MAX_NODES nodes).
+ * sent a log that cannot be one (epoch 0, more than SD_MAX_NODES nodes)
+ * or a format this daemon cannot serve (copies, object size).
  */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
 {
@@ -567,6 +599,9 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 		goto out_joined;
 	}
 	/* what the member sent is checked before any of it is used or written */
+	ret = check_format(rsp->cinfo.copies, rsp->cinfo.block_size_shift, "the cluster's state");
+	if (ret)
+		goto out_unlock;
 	for (int i = 0; i < n; i++) {
 		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES) {
 			ret = -EINVAL;

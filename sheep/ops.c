@@ -198,8 +198,13 @@ static const struct sd_op_template ops[] = {
 	{ "NEW_VDI", SD_OP_NEW_VDI, OP_ORDERED, false, vdi_op_new },
 	{ "LOCK_VDI", SD_OP_LOCK_VDI, OP_ORDERED, false, vdi_op_lock },
 	{ "RELEASE_VDI", SD_OP_RELEASE_VDI, OP_ORDERED, false, vdi_op_release },
-	{ "GET_VDI_INFO", SD_OP_GET_VDI_INFO, OP_CLUSTER, false, vdi_op_get_info },
-	{ "READ_VDIS", SD_OP_READ_VDIS, OP_CLUSTER, false, vdi_op_read_vdis },
+	/*
+	 * the lookups too: a node answers once every change ordered before
+	 * the question is applied there, so every node answers alike (a VDI
+	 * another node just created is found here too)
+	 */
+	{ "GET_VDI_INFO", SD_OP_GET_VDI_INFO, OP_ORDERED, false, vdi_op_get_info },
+	{ "READ_VDIS", SD_OP_READ_VDIS, OP_ORDERED, false, vdi_op_read_vdis },
 	{ "DEL_VDI", SD_OP_DEL_VDI, OP_ORDERED, false, vdi_op_del },
 	{ "GET_CLUSTER_DEFAULT", SD_OP_GET_CLUSTER_DEFAULT, OP_MAIN, false,
 	  op_get_cluster_default },

@@ -1,6 +1,6 @@
 /*
  * Ordered cluster operations: format, VDI creation and deletion, snapshot,
- * lock and release.
+ * lock and release, and the namespace lookups (GET_VDI_INFO, READ_VDIS).
  *
  * The node that receives the client's request broadcasts it through the
  * cluster driver (a small message: the header and the payload, at most the
@@ -176,7 +176,7 @@ static struct request *remote_request(const struct ordered_msg *msg)
 	return req;
 }
 
-void ordered_deliver(const void *buf, size_t len, int nr_members)
+static void apply_delivered(const void *buf, size_t len, int nr_members)
 {
 	const struct ordered_msg *msg = buf;
 	const struct sd_op_template *op;
@@ -221,4 +221,85 @@ void ordered_deliver(const void *buf, size_t len, int nr_members)
 	req->work.fn = apply_work;
 	req->work.done = apply_done;
 	wq_queue(cluster_wq, &req->work);
+}
+
+#ifdef SD_TEST_HOOKS
+/*
+ * Test builds only (--enable-test-hooks): SHEEP_TEST_DELIVERY_LAG_MS=N
+ * makes this node take every delivered message N ms after the driver
+ * handed it over, in order, as a node far from the others on the network
+ * would. A test can then ask this node about a change that the others
+ * have applied and it has not yet.
+ */
+struct lagged_msg {
+	struct work work;
+	uint64_t due_ns;
+	size_t len;
+	int nr_members;
+	uint8_t msg[] __attribute__((aligned(8))); /* read as a struct ordered_msg */
+};
+
+static struct work_queue *lag_wq;
+
+static void lag_wait(struct work *w)
+{
+	struct lagged_msg *l = container_of(w, struct lagged_msg, work);
+	uint64_t now = sd_now_ns();
+
+	if (l->due_ns > now) {
+		struct timespec ts = { (time_t)((l->due_ns - now) / 1000000000),
+				       (long)((l->due_ns - now) % 1000000000) };
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+}
+
+static void lag_done(struct work *w)
+{
+	struct lagged_msg *l = container_of(w, struct lagged_msg, work);
+
+	apply_delivered(l->msg, l->len, l->nr_members);
+	free(l);
+}
+
+/* true when the message was set aside to be applied later */
+static bool lag_delivery(const void *buf, size_t len, int nr_members)
+{
+	static long lag_ms = -1;
+	struct lagged_msg *l;
+
+	if (lag_ms < 0) {
+		const char *v = getenv("SHEEP_TEST_DELIVERY_LAG_MS");
+
+		lag_ms = v ? atol(v) : 0;
+		/* one worker: the messages keep their order */
+		if (lag_ms > 0 && !(lag_wq = wq_create("lag", 1)))
+			lag_ms = 0;
+		if (lag_ms > 0)
+			sd_warn("test hook: every delivery taken %ld ms late", lag_ms);
+	}
+	if (lag_ms <= 0)
+		return false;
+	l = malloc(sizeof(*l) + len);
+	if (!l)
+		return false;
+	l->due_ns = sd_now_ns() + (uint64_t)lag_ms * 1000000;
+	l->len = len;
+	l->nr_members = nr_members;
+	memcpy(l->msg, buf, len);
+	l->work.fn = lag_wait;
+	l->work.done = lag_done;
+	wq_queue(lag_wq, &l->work);
+	return true;
+}
+#endif
+
+void ordered_deliver(const void *buf, size_t len, int nr_members)
+{
+#ifdef SD_TEST_HOOKS
+	if (lag_delivery(buf, len, nr_members))
+		return;
+#endif
+	apply_delivered(buf, len, nr_members);
 }

@@ -632,7 +632,8 @@ static void join_fn(struct work *w)
 	ret = learn_state(&from);
 	if (ret == -EINVAL) {
 		sd_emerg("refused to join: this directory belongs to another cluster "
-			 "(another format), or the cluster is not formatted while this node is");
+			 "(another format), the cluster is not formatted while this node is, "
+			 "or it answered a state this node cannot use (see above)");
 		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;

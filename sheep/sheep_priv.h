@@ -150,6 +150,13 @@ struct group_news {
 };
 void group_set_news(const struct group_news *n);
 /*
+ * A message the cluster driver delivered (in the cluster's total order, on
+ * the main thread), with the number of members at its delivery: what the
+ * layer above registered with group_set_deliver takes it.
+ */
+typedef void (*group_deliver_fn)(const void *msg, size_t len, int nr_members);
+void group_set_deliver(group_deliver_fn fn);
+/*
  * Make the cluster formatted with copies (0: default); nr_members: the
  * cluster's size when the format was delivered. 0, or -EEXIST (formatted
  * already), -EINVAL (copies or shift out of bounds), -ERANGE (more copies
@@ -205,7 +212,7 @@ void ordered_submit(struct request *req);
  * inode; broadcast NOTIFY_VDI_HEADER and answer req once it is applied here
  */
 void ordered_notify_header(struct request *req, uint32_t vid);
-/* main thread, from sd_notify_handler: apply a delivered op */
+/* main thread, a group_deliver_fn (registered by main): apply a delivered op */
 void ordered_deliver(const void *msg, size_t len, int nr_members);
 /* how an applied request is answered (request.c's request_done): set by main */
 void ordered_set_done(void (*fn)(struct request *req));
@@ -335,7 +342,7 @@ void recovery_set_max_bandwidth(uint64_t mb_per_s);
 int recovery_op_stat(struct request *req);
 int recovery_op_fetch(struct request *req);
 
-/* vdi.c: the VDI namespace */
+/* vdi.c: the VDI namespace ops (ordered) and the start-up load of the table */
 int vdi_init(void);
 int vdi_op_new(struct request *req);
 int vdi_op_del(struct request *req);
@@ -344,6 +351,16 @@ int vdi_op_release(struct request *req);
 int vdi_op_get_info(struct request *req);
 int vdi_op_read_vdis(struct request *req);
 int vdi_op_get_locks(struct request *req);
+/* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
+int vdi_op_header_changed(struct request *req);
+/* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */
+bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid);
+
+/*
+ * vdi_table.c: the VDI table, a cache under its lock that does no I/O; the
+ * object path's reads, which take the lock themselves (the namespace ops'
+ * interface is vdi_table.h)
+ */
 /* what an object op needs to know about a live VDI, read at once */
 struct vdi_attr {
 	uint8_t shift;	   /* log2 of its object size */
@@ -357,17 +374,12 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */
 int vdi_copies(uint32_t vid);
-/* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
-int vdi_op_header_changed(struct request *req);
-/* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */
-bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid);
 /* recovery stored the inode of vid here: know the VDI (it may be new here) */
 struct sd_inode_header;
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
-/* learn the namespace from a member (a node that joined): SD_RES_* */
+
+/* vdi_sync.c: learn the namespace from a member (a node that joined): SD_RES_* */
 int vdi_sync_from(const struct sd_node_id *nid);
-/* remove every VDI's state (after format) */
-void vdi_reset(void);
 
 /*
  * deleted.c: the objects of deleted VDIs, which nothing may bring back.

@@ -1,19 +1,24 @@
 /*
- * The VDI namespace: names to vids, inode objects, snapshots, clones, locks.
+ * The VDI namespace ops: names to vids, inode objects, snapshots, clones,
+ * locks.
  *
- * Inodes live in the store like any object; this file keeps a cache of
- * their headers (name, tag, snapshot state, size, copies, object size) and
- * the in-use bitmap that READ_VDIS returns. Vids are allocated by linear
- * probing from FNV-1a-64(name) mod 2^24, as QEMU expects when it lists
- * snapshots, and a deleted VDI keeps its bit (its inode loses its name) so
- * that the probe chain stays unbroken.
+ * Inodes live in the store like any object; the VDI table (vdi_table.c)
+ * caches their headers, the lock state and the in-use bitmap. Vids are
+ * allocated by linear probing from FNV-1a-64(name) mod 2^24, as QEMU
+ * expects when it lists snapshots, and a deleted VDI keeps its bit (its
+ * inode loses its name) so that the probe chain stays unbroken.
  *
- * Every operation that changes the namespace is an ordered op (ordered.c):
+ * Every namespace op, the lookups included, is an ordered op (ordered.c):
  * every node applies it, in the cluster's total order, on its
- * single-threaded cluster queue, so the caches agree everywhere. Only the
- * node that received the request (req->remote false) writes inodes, through
- * the gateway, which replicates them like data. Object I/O threads only
- * read the cache, under the rwlock.
+ * single-threaded cluster queue, so the tables agree everywhere and every
+ * node answers a question alike (a lookup right after a create through
+ * another node finds the VDI). Each op decides under the table's lock,
+ * does its inode I/O without it (only the node that received the request,
+ * req->remote false, writes inodes, through the gateway, which replicates
+ * them like data), and publishes under it. Only the cluster worker changes
+ * the namespace, so what was decided still holds when it is published.
+ * The start-up load is here too (vdi_init); a joining node's sync is in
+ * vdi_sync.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,127 +27,26 @@
 #include <string.h>
 #include <time.h>
 
-#include "lock.h"
 #include "proto_util.h"
 #include "sheep_priv.h"
 #include "store/store.h"
-
-struct vdi_state {
-	uint32_t vid;
-	uint32_t snap_id;
-	uint32_t parent;
-	uint8_t nr_copies;
-	uint8_t shift;
-	bool snapshot;
-	bool deleted;
-	bool locked;
-	uint64_t size;
-	char name[SD_MAX_VDI_LEN];
-	char tag[SD_MAX_VDI_TAG_LEN];
-	struct vdi_state *hnext;
-};
-
-#define VDI_HASH_SIZE 4096
-/* locked VDIs a joining node can learn: one per running VM */
-#define VDI_MAX_LOCKS 65536
-
-static uint8_t *vdi_bitmap;
-static struct vdi_state *vdi_hash[VDI_HASH_SIZE];
-static pthread_rwlock_t vdi_lock = PTHREAD_RWLOCK_INITIALIZER;
-
-static struct vdi_state *lookup_vid(uint32_t vid)
-{
-	for (struct vdi_state *s = vdi_hash[vid % VDI_HASH_SIZE]; s; s = s->hnext)
-		if (s->vid == vid)
-			return s;
-	return NULL;
-}
-
-static struct vdi_state *get_state(uint32_t vid)
-{
-	struct vdi_state *s = lookup_vid(vid);
-
-	if (s)
-		return s;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->vid = vid;
-	s->hnext = vdi_hash[vid % VDI_HASH_SIZE];
-	vdi_hash[vid % VDI_HASH_SIZE] = s;
-	return s;
-}
+#include "vdi_table.h"
 
 /*
- * The copies of a VDI as the table keeps them: an inode may say anything
- * (a client can write its header, a disk can rot), and every object op
- * trusts the table, so a value outside 1..SD_MAX_COPIES becomes the
- * cluster's (1 before format). Never 0: 0 means "ask the table" to the
- * gateway.
+ * The copies of vid's objects, for the namespace ops' own inode I/O.
+ * Caller holds the table's lock: the gateway must be given the copies,
+ * since looking them up itself would take the lock again.
  */
-static uint8_t sane_copies(uint32_t vid, uint8_t copies)
+static int copies_of(uint32_t vid)
 {
-	uint8_t def = group_copies() ? group_copies() : 1;
+	struct vdi_state *s = vdi_table_lookup(vid);
 
-	if (copies >= 1 && copies <= SD_MAX_COPIES)
-		return copies;
-	sd_warn("vid %06" PRIx32 ": inode says %u copies; %u used", vid, copies, def);
-	return def;
-}
-
-/* the object size of a VDI as the table keeps it: 0 or out of range is the default */
-static uint8_t sane_shift(uint32_t vid, uint8_t shift)
-{
-	if (shift >= SD_MIN_BLOCK_SIZE_SHIFT && shift <= SD_MAX_BLOCK_SIZE_SHIFT)
-		return shift;
-	if (shift)
-		sd_warn("vid %06" PRIx32 ": inode says block_size_shift %u; %u used", vid, shift,
-			SD_DEFAULT_BLOCK_SIZE_SHIFT);
-	return SD_DEFAULT_BLOCK_SIZE_SHIFT;
-}
-
-/* copy what the cache keeps from an inode header; caller holds the write lock */
-static void fill_state(struct vdi_state *s, const struct sd_inode_header *h)
-{
-	memcpy(s->name, h->name, sizeof(s->name));
-	s->name[sizeof(s->name) - 1] = '\0';
-	memcpy(s->tag, h->tag, sizeof(s->tag));
-	s->tag[sizeof(s->tag) - 1] = '\0';
-	s->snap_id = h->snap_id;
-	s->parent = h->parent_vdi_id;
-	s->nr_copies = sane_copies(s->vid, h->nr_copies);
-	s->shift = sane_shift(s->vid, h->block_size_shift);
-	s->snapshot = h->snap_ctime != 0;
-	s->deleted = h->name[0] == '\0';
-	s->size = h->vdi_size;
-}
-
-/* a changed header, for a VDI s known already (or NULL); caller holds the write lock */
-static void refill_state(struct vdi_state *s, const struct sd_inode_header *h)
-{
-	bool locked;
-
-	if (!s)
-		return;
-	locked = s->locked; /* lock state is not in the inode */
-	fill_state(s, h);
-	s->locked = locked;
+	return s && s->nr_copies ? s->nr_copies : group_copies();
 }
 
 static int read_local_header(uint32_t vid, struct sd_inode_header *h)
 {
 	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
-}
-
-/*
- * The copies of vid's objects. Caller holds the lock: the gateway must be
- * given the copies, since looking them up itself would take the lock again.
- */
-static int copies_of(uint32_t vid)
-{
-	struct vdi_state *s = lookup_vid(vid);
-
-	return s && s->nr_copies ? s->nr_copies : group_copies();
 }
 
 static int read_header(uint32_t vid, struct sd_inode_header *h, int copies)
@@ -166,15 +70,17 @@ static int load_one(uint64_t oid, void *arg)
 	if (read_local_header(vid, h) != SD_RES_SUCCESS) {
 		sd_err("inode %016" PRIx64 " is unreadable; vid %06" PRIx32 " stays reserved", oid,
 		       vid);
-		sd_vid_set(vdi_bitmap, vid);
+		vdi_table_wrlock();
+		vdi_table_set_bit(vid);
+		vdi_table_unlock();
 		return 0;
 	}
-	s = get_state(vid);
-	if (!s)
-		return -ENOMEM;
-	fill_state(s, h);
-	sd_vid_set(vdi_bitmap, vid);
-	return 0;
+	vdi_table_wrlock();
+	s = vdi_table_get(vid, NULL);
+	if (s)
+		vdi_table_fill(s, h);
+	vdi_table_unlock();
+	return s ? 0 : -ENOMEM;
 }
 
 int vdi_init(void)
@@ -182,62 +88,14 @@ int vdi_init(void)
 	struct sd_inode_header *h;
 	int ret;
 
-	vdi_bitmap = calloc(1, SD_VDI_BITMAP_SIZE);
 	h = malloc(SD_INODE_HEADER_SIZE);
-	if (!vdi_bitmap || !h) {
+	if (vdi_table_init() || !h) {
 		free(h);
 		return -ENOMEM;
 	}
 	ret = sd_store->for_each(load_one, h);
 	free(h);
 	return ret;
-}
-
-int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
-{
-	struct vdi_state *s;
-	int ret = SD_RES_NO_VDI;
-
-	sd_rw_rdlock(&vdi_lock);
-	s = lookup_vid(vid);
-	if (s && !s->deleted) {
-		attr->shift = s->shift;
-		attr->nr_copies = s->nr_copies;
-		attr->snapshot = s->snapshot;
-		attr->size = s->size;
-		ret = SD_RES_SUCCESS;
-	}
-	sd_rw_unlock(&vdi_lock);
-	return ret;
-}
-
-int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
-{
-	struct vdi_state *s;
-	int ret = SD_RES_NO_VDI;
-
-	sd_rw_rdlock(&vdi_lock);
-	s = lookup_vid(vid);
-	if (s) {
-		*shift = s->shift;
-		*is_snapshot = s->snapshot;
-		ret = s->deleted ? SD_RES_NO_VDI : SD_RES_SUCCESS;
-	}
-	sd_rw_unlock(&vdi_lock);
-	return ret;
-}
-
-int vdi_copies(uint32_t vid)
-{
-	struct vdi_state *s;
-	int copies = 0;
-
-	sd_rw_rdlock(&vdi_lock);
-	s = lookup_vid(vid);
-	if (s)
-		copies = s->nr_copies;
-	sd_rw_unlock(&vdi_lock);
-	return copies;
 }
 
 bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid)
@@ -258,11 +116,13 @@ int vdi_op_header_changed(struct request *req)
 {
 	uint32_t vid = req->rq.vdi.base_vdi_id;
 	struct sd_inode_header *h;
+	struct vdi_state *s;
 	int copies, ret;
 
-	sd_rw_rdlock(&vdi_lock);
-	copies = lookup_vid(vid) ? copies_of(vid) : 0;
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_rdlock();
+	s = vdi_table_lookup(vid);
+	copies = s ? copies_of(vid) : 0;
+	vdi_table_unlock();
 	if (!copies)
 		return SD_RES_NO_VDI;
 	h = malloc(sizeof(*h));
@@ -270,46 +130,16 @@ int vdi_op_header_changed(struct request *req)
 		return SD_RES_NO_MEM;
 	ret = read_header(vid, h, copies);
 	if (ret == SD_RES_SUCCESS) {
-		sd_rw_wrlock(&vdi_lock);
-		refill_state(lookup_vid(vid), h);
-		sd_rw_unlock(&vdi_lock);
+		/* s stays (a state is never freed): only its fields may have changed */
+		vdi_table_wrlock();
+		vdi_table_refill(s, h);
+		vdi_table_unlock();
 	} else {
 		sd_err("the header of vid %06" PRIx32 " changed and cannot be reread: %s", vid,
 		       sd_strerror(ret));
 	}
 	free(h);
 	return ret;
-}
-
-/*
- * Find a live VDI called name: with snapid, the one with that snap_id; with
- * a tag, the snapshot carrying it; otherwise the working (non-snapshot)
- * VDI. Caller holds the lock. NULL and *res = NO_VDI or NO_TAG.
- */
-static struct vdi_state *find_vdi(const char *name, uint32_t snapid, const char *tag, int *res)
-{
-	uint32_t start = sd_name_to_vid(name), vid = start;
-	bool name_seen = false;
-
-	do {
-		if (vid != 0) {
-			struct vdi_state *s;
-
-			if (!sd_vid_test(vdi_bitmap, vid))
-				break;
-			s = lookup_vid(vid);
-			if (s && !s->deleted && !strcmp(s->name, name)) {
-				name_seen = true;
-				if (snapid ? s->snap_id == snapid
-					   : (tag && tag[0] ? s->snapshot && !strcmp(s->tag, tag)
-							    : !s->snapshot))
-					return s;
-			}
-		}
-		vid = (vid + 1) & (SD_NR_VDIS - 1);
-	} while (vid != start);
-	*res = (name_seen && tag && tag[0] && !snapid) ? SD_RES_NO_TAG : SD_RES_NO_VDI;
-	return NULL;
 }
 
 /*
@@ -380,7 +210,8 @@ struct new_plan {
 	uint8_t base_copies; /* its copies */
 	uint32_t parent_vid; /* the new VDI's parent, or 0 */
 	uint8_t parent_copies;
-	bool is_snapshot; /* the working VDI parent_vid becomes a snapshot */
+	bool is_snapshot;	   /* the working VDI parent_vid becomes a snapshot */
+	struct vdi_state *working; /* that VDI's state, when is_snapshot */
 	uint32_t snap_id;
 	uint8_t copies;
 };
@@ -396,19 +227,20 @@ static int plan_new(const struct request *req, const char *name, struct new_plan
 	int res;
 
 	memset(p, 0, sizeof(*p));
-	cur = find_vdi(name, 0, NULL, &res);
+	cur = vdi_table_find(name, 0, NULL, &res);
 	if (rq->vdi.base_vdi_id) {
-		base = lookup_vid(rq->vdi.base_vdi_id);
+		base = vdi_table_lookup(rq->vdi.base_vdi_id);
 		if (!base || base->deleted)
 			return SD_RES_NO_BASE_VDI;
 	}
 	if (rq->vdi.snapid && cur) {
 		/* the tag the working VDI carries names the snapshot: one per VDI */
-		if (cur->tag[0] && find_vdi(name, 0, cur->tag, &res)) {
+		if (cur->tag[0] && vdi_table_find(name, 0, cur->tag, &res)) {
 			sd_err("vdi %s: a snapshot tagged %s exists already", name, cur->tag);
 			return SD_RES_VDI_EXIST;
 		}
 		p->is_snapshot = true;
+		p->working = cur;
 		p->parent_vid = cur->vid;
 		p->parent_copies = cur->nr_copies;
 		p->snap_id = cur->snap_id + 1;
@@ -432,7 +264,7 @@ static int plan_new(const struct request *req, const char *name, struct new_plan
 		sd_err("vdi %s: %u copies asked, %d node(s)", name, p->copies, req->nr_members);
 		return SD_RES_TOO_FEW_NODES;
 	}
-	p->vid = sd_vid_find_free(vdi_bitmap, name);
+	p->vid = vdi_table_free_vid(name);
 	return p->vid ? SD_RES_SUCCESS : SD_RES_FULL_VDI;
 }
 
@@ -498,9 +330,9 @@ int vdi_op_new(struct request *req)
 	    rq->vdi.copies > SD_MAX_COPIES)
 		return SD_RES_INVALID_PARMS;
 
-	sd_rw_rdlock(&vdi_lock);
+	vdi_table_rdlock();
 	ret = plan_new(req, name, &p);
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_unlock();
 	if (ret)
 		return ret;
 
@@ -535,28 +367,19 @@ int vdi_op_new(struct request *req)
 			goto out_free;
 	}
 
-	sd_rw_wrlock(&vdi_lock);
-	s = lookup_vid(p.vid);
-	if (!s) {
-		s = ns;
-		ns = NULL;
-		s->vid = p.vid;
-		s->hnext = vdi_hash[p.vid % VDI_HASH_SIZE];
-		vdi_hash[p.vid % VDI_HASH_SIZE] = s;
-	}
-	fill_state(s, (const struct sd_inode_header *)inode);
-	sd_vid_set(vdi_bitmap, p.vid);
-	if (p.is_snapshot) {
-		struct vdi_state *ps = lookup_vid(p.parent_vid);
-
-		ps->snapshot = true;
+	/* publish: ns was allocated before the I/O, so this cannot fail */
+	vdi_table_wrlock();
+	s = vdi_table_get(p.vid, &ns);
+	vdi_table_fill(s, (const struct sd_inode_header *)inode);
+	if (p.working) {
+		p.working->snapshot = true;
 		/* the client that had the working VDI open now writes to the new one */
-		if (ps->locked) {
-			ps->locked = false;
+		if (p.working->locked) {
+			p.working->locked = false;
 			s->locked = true;
 		}
 	}
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_unlock();
 	sd_info("new vdi %s vid %06" PRIx32 "%s", name, p.vid,
 		p.is_snapshot ? " (snapshot of the working vdi)" : "");
 	req->rp.vdi.vdi_id = p.vid;
@@ -565,17 +388,6 @@ out_free:
 	free(inode);
 	free(ns);
 	return ret;
-}
-
-/* is vid one of s's ancestors (the VDIs whose objects s may share)? */
-static bool descends_from(const struct vdi_state *s, uint32_t vid)
-{
-	for (int depth = 0; s && s->parent && depth < 4096; depth++) {
-		if (s->parent == vid)
-			return true;
-		s = lookup_vid(s->parent);
-	}
-	return false;
 }
 
 struct remove_ctx {
@@ -603,34 +415,45 @@ struct vid_copies {
 	uint8_t copies;
 };
 
-/*
- * The live descendants of vid (the VDIs that may read its objects), with
- * their copies, in a new array (*out, *nr). Caller holds the lock. SD_RES_*.
- */
+/* the live descendants of a VDI (the VDIs that may read its objects), with their copies */
+struct descendants {
+	uint32_t vid;
+	struct vid_copies *d;
+	size_t nr, cap;
+};
+
+static int add_descendant(struct vdi_state *s, void *arg)
+{
+	struct descendants *ds = arg;
+
+	if (s->vid == ds->vid || s->deleted || !vdi_table_descends_from(s, ds->vid))
+		return 0;
+	if (ds->nr == ds->cap) {
+		size_t cap = ds->cap ? ds->cap * 2 : 16;
+		struct vid_copies *n = realloc(ds->d, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		ds->d = n;
+		ds->cap = cap;
+	}
+	ds->d[ds->nr++] = (struct vid_copies){ s->vid, s->nr_copies };
+	return 0;
+}
+
+/* vid's live descendants in a new array (*out, *nr). Caller holds the lock. SD_RES_*. */
 static int list_descendants(uint32_t vid, struct vid_copies **out, size_t *nr)
 {
-	size_t cap = 0;
+	struct descendants ds = { .vid = vid };
 
-	*out = NULL;
-	*nr = 0;
-	for (int b = 0; b < VDI_HASH_SIZE; b++)
-		for (struct vdi_state *s = vdi_hash[b]; s; s = s->hnext) {
-			if (s->vid == vid || s->deleted || !descends_from(s, vid))
-				continue;
-			if (*nr == cap) {
-				struct vid_copies *n;
-
-				cap = cap ? cap * 2 : 16;
-				n = realloc(*out, cap * sizeof(*n));
-				if (!n) {
-					free(*out);
-					*out = NULL;
-					return SD_RES_NO_MEM;
-				}
-				*out = n;
-			}
-			(*out)[(*nr)++] = (struct vid_copies){ s->vid, s->nr_copies };
-		}
+	if (vdi_table_for_each(add_descendant, &ds)) {
+		free(ds.d);
+		*out = NULL;
+		*nr = 0;
+		return SD_RES_NO_MEM;
+	}
+	*out = ds.d;
+	*nr = ds.nr;
 	return SD_RES_SUCCESS;
 }
 
@@ -656,27 +479,31 @@ static int mark_shared(struct remove_ctx *ctx, const struct vid_copies *d, size_
 	return ret;
 }
 
-/* find the VDI that DEL_VDI names and its descendants, under the lock: SD_RES_* */
-static int plan_del(struct request *req, const char *name, const char *tag, uint32_t *vid,
-		    uint8_t *copies, struct vid_copies **d, size_t *nr)
+/*
+ * Find the VDI that DEL_VDI names, its copies and its descendants, under
+ * the lock. Its state (which stays valid with no lock held, see
+ * vdi_table.h), or NULL and *res (SD_RES_*).
+ */
+static struct vdi_state *plan_del(struct request *req, const char *name, const char *tag,
+				  uint8_t *copies, struct vid_copies **d, size_t *nr, int *res)
 {
 	struct vdi_state *s;
-	int ret = SD_RES_SUCCESS;
 
-	sd_rw_rdlock(&vdi_lock);
-	s = find_vdi(name, req->rq.vdi.snapid, tag, &ret);
+	vdi_table_rdlock();
+	s = vdi_table_find(name, req->rq.vdi.snapid, tag, res);
 	/* a snapshot id or tag names a snapshot: never the working VDI (its snap_id too) */
 	if (s && (req->rq.vdi.snapid || (tag && tag[0])) && !s->snapshot) {
 		s = NULL;
-		ret = SD_RES_NO_VDI;
+		*res = SD_RES_NO_VDI;
 	}
 	if (s) {
-		*vid = s->vid;
 		*copies = s->nr_copies;
-		ret = list_descendants(s->vid, d, nr);
+		*res = list_descendants(s->vid, d, nr);
+		if (*res)
+			s = NULL;
 	}
-	sd_rw_unlock(&vdi_lock);
-	return ret;
+	vdi_table_unlock();
+	return s;
 }
 
 /*
@@ -703,9 +530,10 @@ int vdi_op_del(struct request *req)
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	ret = plan_del(req, name, tag, &ctx.vid, &copies, &d, &nr_d);
-	if (ret)
+	s = plan_del(req, name, tag, &copies, &d, &nr_d, &ret);
+	if (!s)
 		return ret;
+	ctx.vid = s->vid; /* fixed for the life of the state */
 	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
 	h = malloc(SD_INODE_HEADER_SIZE);
 	if (!ctx.shared || !h) {
@@ -728,11 +556,10 @@ int vdi_op_del(struct request *req)
 		if (ret)
 			goto out_free;
 	}
-	sd_rw_wrlock(&vdi_lock);
-	s = lookup_vid(ctx.vid);
+	vdi_table_wrlock();
 	s->deleted = true;
 	s->name[0] = '\0';
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_unlock();
 	/* recorded before anything is removed: no recovery brings it back */
 	ret = deleted_add(ctx.vid, ctx.shared);
 	if (ret)
@@ -758,8 +585,8 @@ static int resolve(struct request *req, bool lock)
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	sd_rw_wrlock(&vdi_lock);
-	s = find_vdi(name, req->rq.vdi.snapid, tag, &res);
+	vdi_table_wrlock();
+	s = vdi_table_find(name, req->rq.vdi.snapid, tag, &res);
 	if (!s) {
 		ret = res;
 	} else if (lock && s->locked && req->rq.vdi.type != SD_LOCK_TYPE_SHARED) {
@@ -770,7 +597,7 @@ static int resolve(struct request *req, bool lock)
 		req->rp.vdi.vdi_id = s->vid;
 		ret = SD_RES_SUCCESS;
 	}
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_unlock();
 	return ret;
 }
 
@@ -779,6 +606,7 @@ int vdi_op_lock(struct request *req)
 	return resolve(req, true);
 }
 
+/* GET_VDI_INFO: on another node's behalf, the same lookup changes nothing */
 int vdi_op_get_info(struct request *req)
 {
 	return resolve(req, false);
@@ -798,8 +626,8 @@ int vdi_op_release(struct request *req)
 	ret = parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
-	sd_rw_wrlock(&vdi_lock);
-	s = lookup_vid(req->rq.vdi.base_vdi_id);
+	vdi_table_wrlock();
+	s = vdi_table_lookup(req->rq.vdi.base_vdi_id);
 	if (!s || s->deleted)
 		ret = SD_RES_NO_VDI;
 	else if (!s->locked)
@@ -808,144 +636,52 @@ int vdi_op_release(struct request *req)
 		s->locked = false;
 		ret = SD_RES_SUCCESS;
 	}
-	sd_rw_unlock(&vdi_lock);
+	vdi_table_unlock();
 	return ret;
 }
 
+/* READ_VDIS: the in-use bitmap; another node's question is answered there */
 int vdi_op_read_vdis(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
-	sd_rw_rdlock(&vdi_lock);
+	if (req->remote)
+		return SD_RES_SUCCESS;
+
+	vdi_table_rdlock();
 	if (len) /* no buffer at all when data_length is 0 */
-		memcpy(req->data, vdi_bitmap, len);
-	sd_rw_unlock(&vdi_lock);
+		vdi_table_copy_bitmap(req->data, len);
+	vdi_table_unlock();
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
+}
+
+struct locked_vids {
+	uint32_t *vids;
+	uint32_t nr, max;
+};
+
+static int add_locked(struct vdi_state *s, void *arg)
+{
+	struct locked_vids *l = arg;
+
+	if (!s->locked || s->deleted)
+		return 0;
+	if (l->nr == l->max)
+		return SD_RES_BUFFER_SMALL;
+	l->vids[l->nr++] = s->vid;
+	return 0;
 }
 
 /* GET_VDI_LOCKS: the vids of the locked VDIs; BUFFER_SMALL if they do not fit */
 int vdi_op_get_locks(struct request *req)
 {
-	uint32_t max = req->rq.data_length / sizeof(uint32_t), n = 0;
-	uint32_t *vids = req->data;
-	int ret = SD_RES_SUCCESS;
+	struct locked_vids l = { req->data, 0, req->rq.data_length / sizeof(uint32_t) };
+	int ret;
 
-	sd_rw_rdlock(&vdi_lock);
-	for (size_t i = 0; i < VDI_HASH_SIZE && ret == SD_RES_SUCCESS; i++)
-		for (const struct vdi_state *s = vdi_hash[i]; s; s = s->hnext) {
-			if (!s->locked || s->deleted)
-				continue;
-			if (n == max) {
-				ret = SD_RES_BUFFER_SMALL;
-				break;
-			}
-			vids[n++] = s->vid;
-		}
-	sd_rw_unlock(&vdi_lock);
-	req->rp.data_length = n * sizeof(uint32_t);
-	return ret;
-}
-
-/* take member nid's lock state (joining, after the namespace): SD_RES_* */
-static int sync_locks_from(const struct sd_node_id *nid)
-{
-	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
-			     .opcode = SD_OP_GET_VDI_LOCKS,
-			     .data_length = VDI_MAX_LOCKS * sizeof(uint32_t) };
-	uint32_t *vids = malloc(rq.data_length);
-	struct sd_rsp rsp;
-	int ret = SD_RES_NO_MEM, nr_locked = 0;
-
-	if (vids)
-		ret = peer_request(nid, &rq, NULL, vids, &rsp) ? SD_RES_EIO : (int)rsp.result;
-	if (ret == SD_RES_SUCCESS) {
-		sd_rw_wrlock(&vdi_lock);
-		for (uint32_t i = 0; i < rsp.data_length / sizeof(uint32_t); i++) {
-			struct vdi_state *s = lookup_vid(vids[i]);
-
-			if (s && !s->deleted) {
-				s->locked = true;
-				nr_locked++;
-			} else {
-				sd_warn("vid %06" PRIx32 " locked in the cluster, unknown here",
-					vids[i]);
-			}
-		}
-		sd_rw_unlock(&vdi_lock);
-		sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
-	}
-	free(vids);
-	return ret;
-}
-
-void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)
-{
-	sd_rw_wrlock(&vdi_lock);
-	sd_vid_set(vdi_bitmap, vid);
-	refill_state(get_state(vid), h);
-	sd_rw_unlock(&vdi_lock);
-}
-
-/*
- * A node that joined a running cluster learns the namespace from member
- * nid: its in-use bitmap, then the header of every vid it did not know,
- * read through the gateway (from whichever node has the inode). Runs on the
- * cluster worker, so no ordered op is applied meanwhile. Then the lock
- * state (GET_VDI_LOCKS): a VDI locked through another node stays locked here.
- */
-int vdi_sync_from(const struct sd_node_id *nid)
-{
-	struct sd_req rq = { .proto_ver = SD_PROTO_VER, .opcode = SD_OP_READ_VDIS,
-			     .data_length = SD_VDI_BITMAP_SIZE };
-	struct sd_inode_header *h = malloc(sizeof(*h));
-	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
-	struct sd_rsp rsp;
-	int ret, locks_ret, nr_new = 0;
-
-	if (!h || !bitmap) {
-		ret = SD_RES_NO_MEM;
-		goto out_free;
-	}
-	ret = peer_request(nid, &rq, NULL, bitmap, &rsp);
-	if (ret) {
-		ret = SD_RES_EIO;
-		goto out_free;
-	}
-	ret = rsp.result;
-	if (ret != SD_RES_SUCCESS)
-		goto out_free;
-	memset(bitmap + rsp.data_length, 0, SD_VDI_BITMAP_SIZE - rsp.data_length);
-	for (uint32_t vid = 0; vid < SD_NR_VDIS; vid++) {
-		struct vdi_state *s;
-		int r;
-
-		if (!bitmap[vid / 8]) {
-			vid |= 7;
-			continue;
-		}
-		if (!sd_vid_test(bitmap, vid))
-			continue;
-		r = read_header(vid, h, group_copies());
-		sd_rw_wrlock(&vdi_lock);
-		sd_vid_set(vdi_bitmap, vid);
-		s = r == SD_RES_SUCCESS ? get_state(vid) : NULL;
-		if (s) {
-			refill_state(s, h);
-			nr_new++;
-		}
-		sd_rw_unlock(&vdi_lock);
-		if (r != SD_RES_SUCCESS)
-			sd_err("inode of vid %06" PRIx32 " unreadable while joining: %s", vid,
-			       sd_strerror(r));
-	}
-	sd_info("learned %d vdi(s) from the cluster", nr_new);
-	/* logged here: the caller's message is about the namespace */
-	locks_ret = sync_locks_from(nid);
-	if (locks_ret != SD_RES_SUCCESS)
-		sd_err("cannot learn the locked vdis from the cluster: %s", sd_strerror(locks_ret));
-out_free:
-	free(bitmap);
-	free(h);
+	vdi_table_rdlock();
+	ret = vdi_table_for_each(add_locked, &l);
+	vdi_table_unlock();
+	req->rp.data_length = l.nr * sizeof(uint32_t);
 	return ret;
 }

@@ -443,6 +443,8 @@ static const struct {
 	{ "discard", scenario_discard },
 	{ "partial-create", scenario_partial_create },
 	{ "access", scenario_access },
+	{ "snap-map", scenario_snap_map },
+	{ "ns-order", scenario_ns_order },
 };
 
 static void usage(void)

@@ -92,6 +92,9 @@ int scenario_wedge(void);
 int scenario_lookup(void);
 int scenario_set_tag(void);
 int scenario_snapshot(void);
+/* a snapshot's frozen map, every node's answers alike (proto-snap.c) */
+int scenario_snap_map(void);
+int scenario_ns_order(void);
 /* the data-path scenarios (proto-inode.c) */
 int scenario_inode_write(void);
 int scenario_create(void);

@@ -78,6 +78,16 @@ static void check_logs(const struct sd_epoch_log *logs, int n)
 	}
 }
 
+/* what every VDI and object op trusts of a formatted cluster's state */
+static void check_format_state(void)
+{
+	if (!group_is_formatted())
+		return;
+	FUZZ_ASSERT(cs.copies >= 1 && cs.copies <= SD_MAX_COPIES);
+	FUZZ_ASSERT(cs.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
+		    cs.block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sd_epoch_log *logs = calloc(MAX_LOGS, sizeof(*logs));
@@ -99,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	forget_all();
 	write_disk(&rsp, logs, n);
 	if (group_init() == 0) {
+		check_format_state();
 		ret = group_read_epoch_logs(back, MAX_LOGS);
 		FUZZ_ASSERT(ret >= 0 && ret <= MAX_LOGS);
 		check_logs(back, ret);
@@ -108,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	forget_all();
 	ret = group_adopt(&rsp, logs, n);
 	if (ret == 0 && group_is_formatted()) {
+		check_format_state();
 		ret = group_read_epoch_logs(back, MAX_LOGS);
 		check_logs(back, ret);
 		FUZZ_ASSERT(group_epoch() == rsp.cinfo.epoch);

@@ -3,10 +3,10 @@
  * store when it starts (vdi_init's load_one) and from recovery
  * (vdi_inode_recovered), then used by the lookups of the object path
  * (vdi_lookup_attr, vdi_copies) and the name resolution of LOCK_VDI and
- * GET_VDI_INFO (find_vdi).
+ * GET_VDI_INFO (vdi_table_find).
  *
- * vdi.c is compiled into this file to reach load_one and find_vdi and to
- * empty its cache between inputs; the rest of the daemon links as it is
+ * vdi.c is compiled into this file to reach load_one; the table
+ * (vdi_table.c) is emptied between inputs; the rest of the daemon links as it is
  * (sheep_env.c). Input: an inode header (SD_INODE_HEADER_SIZE bytes, short
  * input padded with zeros); its vdi_id field names the vid.
  *
@@ -52,9 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	oid = vid_to_vdi_oid(vid);
 
 	/* from recovery: a vid the cache knows gets the new header */
-	pthread_rwlock_wrlock(&vdi_lock);
-	get_state(vid);
-	pthread_rwlock_unlock(&vdi_lock);
+	vdi_table_wrlock();
+	vdi_table_get(vid, NULL);
+	vdi_table_unlock();
 	vdi_inode_recovered(vid, h);
 	check_header(vid);
 	fuzz_forget_vdis();
@@ -63,10 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sd_store->create_and_write(oid, 0, h, sizeof(*h), 0, false) == SD_RES_SUCCESS) {
 		FUZZ_ASSERT(load_one(oid, back) == 0);
 		check_header(vid);
-		pthread_rwlock_rdlock(&vdi_lock);
-		find_vdi(h->name[0] ? h->name : "x", h->snap_id, h->tag, &res);
-		find_vdi(h->name[0] ? h->name : "x", 0, NULL, &res);
-		pthread_rwlock_unlock(&vdi_lock);
+		vdi_table_rdlock();
+		vdi_table_find(h->name[0] ? h->name : "x", h->snap_id, h->tag, &res);
+		vdi_table_find(h->name[0] ? h->name : "x", 0, NULL, &res);
+		vdi_table_unlock();
 		sd_store->remove(oid);
 	}
 	fuzz_forget_vdis();

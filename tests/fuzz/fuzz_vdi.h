@@ -8,15 +8,7 @@
 
 static void fuzz_forget_vdis(void)
 {
-	for (int i = 0; i < VDI_HASH_SIZE; i++) {
-		while (vdi_hash[i]) {
-			struct vdi_state *s = vdi_hash[i];
-
-			vdi_hash[i] = s->hnext;
-			free(s);
-		}
-	}
-	memset(vdi_bitmap, 0, SD_VDI_BITMAP_SIZE);
+	vdi_table_clear();
 }
 
 #endif

@@ -205,6 +205,7 @@ void fuzz_sheep_setup(bool formatted)
 	group_set_news(&(struct group_news){ .joined = recovery_join,
 					     .epoch_changed = recovery_kick,
 					     .node_left = peer_abort_node });
+	group_set_deliver(ordered_deliver);
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);
 	/* every level, so that each message is formatted; nothing is kept */

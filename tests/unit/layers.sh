@@ -3,9 +3,9 @@
 # in this order (a file calls only files of a lower rank):
 #
 #   sheep (main) > request, nbd*, metrics (front-ends) > ordered > ops
-#   > peer (the peer ops) > recovery > vdi > gateway > replica > deleted
-#   > peer_io (requests to peers) > store/* > group > cluster/* > inode,
-#   stat > work
+#   > peer (the peer ops) > recovery > vdi, vdi_sync > gateway > replica
+#   > deleted > peer_io (requests to peers) > vdi_table > store/* > group
+#   > cluster/* > inode, stat > work
 #
 # News that travels up goes through a callback that the upper layer
 # registered (a function pointer: no symbol reference, so no edge here).
@@ -24,9 +24,9 @@ declare -A rank=(
 	[sheep]=100
 	[request]=90 [nbd]=90 [metrics]=90
 	[ordered]=86 [ops]=85 [peer]=82 [access]=80
-	[recovery]=72 [vdi]=70
+	[recovery]=72 [vdi]=70 [vdi_sync]=70
 	[gateway]=60
-	[replica]=48 [deleted]=46 [peer_io]=44
+	[replica]=48 [deleted]=46 [peer_io]=44 [vdi_table]=42
 	[store]=40
 	[group]=30
 	[cluster]=20
@@ -38,15 +38,10 @@ declare -A rank=(
 # they stay
 declare -A allowed=(
 	["* -> sheep sheep_request_shutdown"]="a request to stop (SHUTDOWN, lost quorum, eviction, a fatal store error) sets main's flag and returns: no call comes back down"
-	["group -> ordered ordered_deliver"]="the cluster's total order hands each ordered op to the op layer; to become a callback registered like group_set_news"
 	["cluster -> group sd_join_handler"]="the cluster driver interface (cluster.h): drivers report to group's named handlers"
 	["cluster -> group sd_leave_handler"]="the cluster driver interface"
 	["cluster -> group sd_notify_handler"]="the cluster driver interface"
 	["cluster -> group sd_quorum_lost_handler"]="the cluster driver interface"
-	["gateway -> vdi vdi_copies"]="the VDI table (a cache under its lock, no I/O) still lives in vdi.c with the namespace ops: to be split out below the gateway"
-	["gateway -> vdi vdi_get_attr"]="the same table"
-	["replica -> vdi vdi_copies"]="the same table: a fetch asks the VDI's replicas first"
-	["replica -> vdi vdi_lookup_attr"]="the same table: a fetch asks for the VDI's object size"
 )
 
 T=$(mktemp -d /tmp/layers.XXXXXX) || exit 1
