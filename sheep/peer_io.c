@@ -63,21 +63,40 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
  */
 #define MAX_BUSY 1024
 static int busy[MAX_BUSY], nr_busy;
+/* busy[i] was cut by peer_abort_node: its node left, do not retry it */
+static bool busy_cut[MAX_BUSY];
 static bool aborting;
 
 static void busy_add(int fd)
 {
-	if (nr_busy < MAX_BUSY)
+	if (nr_busy < MAX_BUSY) {
+		busy_cut[nr_busy] = false;
 		busy[nr_busy++] = fd;
+	}
 }
 
 static void busy_del(int fd)
 {
 	for (int i = 0; i < nr_busy; i++)
 		if (busy[i] == fd) {
-			busy[i] = busy[--nr_busy];
+			nr_busy--;
+			busy[i] = busy[nr_busy];
+			busy_cut[i] = busy_cut[nr_busy];
 			return;
 		}
+}
+
+/* fd (busy) was cut because its node left */
+static bool busy_was_cut(int fd)
+{
+	bool cut = false;
+
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < nr_busy; i++)
+		if (busy[i] == fd)
+			cut = busy_cut[i];
+	pthread_mutex_unlock(&pool_lock);
+	return cut;
 }
 
 void peer_abort_all(void)
@@ -132,6 +151,7 @@ void peer_abort_node(const struct sd_node_id *nid)
 	for (int i = 0; i < nr_busy; i++)
 		if (fd_is_to(busy[i], nid)) {
 			shutdown(busy[i], SHUT_RDWR);
+			busy_cut[i] = true;
 			nr++;
 		}
 	pthread_mutex_unlock(&pool_lock);
@@ -327,11 +347,13 @@ static void call_open(const struct peer_fanout *f, struct peer_call *c, bool fre
 static void call_fail(const struct peer_fanout *f, struct peer_call *c, int err)
 {
 	bool no_answer = c->state == CALL_SEND || (c->state == CALL_RECV_HDR && !c->done);
+	/* cut because the node left: a new connection would wait on it again */
+	bool left = busy_was_cut(c->fd);
 
 	conn_put(c->nid, c->fd, false);
 	c->fd = -1;
 	conn_drop(c->nid);
-	if (c->reused && !c->retried && no_answer && err != -ETIMEDOUT) {
+	if (c->reused && !c->retried && no_answer && !left && err != -ETIMEDOUT) {
 		c->retried = true;
 		call_open(f, c, true);
 		return;
