@@ -357,9 +357,9 @@ static bool is_client_obj_op(uint8_t opcode)
 /* the request's statistics: one clock read at its end */
 static inline __attribute__((always_inline)) void request_count(struct request *req)
 {
-	uint64_t now = stat_clock(), await, bytes;
+	uint64_t now = stat_clock(), await, bytes, wr = req->rq.flags & SD_FLAG_CMD_WRITE; /* 0, 1 */
 	uint32_t len = req->rq.data_length, out = req->rp.data_length;
-	bool ok = req->rp.result == SD_RES_SUCCESS, wr = req->rq.flags & SD_FLAG_CMD_WRITE;
+	bool ok = req->rp.result == SD_RES_SUCCESS;
 
 	/* the payload moved: in for a write, out as request_done will send it */
 	if (unlikely(!ok || out > len))

@@ -52,7 +52,7 @@ struct stat_slot stat_main_slot;
 uint64_t stat_us_mult = (UINT64_C(1) << 32) / 1000 + 1;
 uint8_t stat_idx_of[256];
 LIST_HEAD(stat_inflight);
-struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
+struct stat_vdi_table stat_vdis;
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -242,19 +242,18 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 
 int stat_read_vdis(struct sd_stat_vdi *out, int max)
 {
+	const struct stat_vdi_table *t = &stat_vdis;
 	int n = 0;
 
 	for (int i = 0; i <= STAT_VDI_SLOTS && n < max; i++) {
-		const struct stat_vdi_entry *e = &stat_vdis[i];
-
-		if (!e->nr[0] && !e->nr[1])
+		if (!t->nr[i])
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
-		out[n].vid = i == STAT_VDI_SLOTS ? 0 : e->vid;
-		out[n].nr_reads = e->nr[0];
-		out[n].nr_writes = e->nr[1];
-		out[n].bytes = e->bytes;
-		out[n].await_ns = stat_clock_ns(e->await);
+		out[n].vid = i == STAT_VDI_SLOTS ? 0 : (uint32_t)t->vid[i];
+		out[n].nr_reads = t->nr[i] - t->nr_writes[i];
+		out[n].nr_writes = t->nr_writes[i];
+		out[n].bytes = t->bytes[i];
+		out[n].await_ns = stat_clock_ns(t->await[i]);
 		n++;
 	}
 	return n;

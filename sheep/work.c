@@ -27,9 +27,9 @@ struct work_queue {
 	pthread_cond_t cond;
 	struct list_head pending;
 	bool stopping;
-	/* the statistics: one add each, queued and running are differences */
-	uint64_t nr_added, nr_taken; /* under lock */
-	uint64_t nr_done;	     /* under done_lock */
+	/* the statistics: an add each; queued is pending's length, running a difference */
+	uint64_t nr_taken; /* under lock */
+	uint64_t nr_done;  /* under done_lock */
 	struct work_queue *next;
 };
 
@@ -148,9 +148,6 @@ void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 	w->tid = 0;
 	pthread_mutex_lock(&q->lock);
 	list_add_tail(&w->node, &q->pending);
-#ifdef STAT_ENABLED
-	q->nr_added++;
-#endif
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -160,6 +157,8 @@ int wq_info_all(struct wq_info *out, int max)
 	int n = 0;
 
 	for (struct work_queue *q = all_queues; q && n < max; q = q->next, n++) {
+		struct work *w;
+
 		out[n].name = q->name;
 		out[n].nr_threads = q->nr_threads;
 		pthread_mutex_lock(&q->lock);
@@ -167,14 +166,12 @@ int wq_info_all(struct wq_info *out, int max)
 		pthread_mutex_lock(&done_lock);
 		out[n].nr_done = q->nr_done;
 		pthread_mutex_unlock(&done_lock);
-		out[n].nr_queued = (int)(q->nr_added - q->nr_taken);
 		out[n].nr_running = (int)(q->nr_taken - out[n].nr_done);
+		out[n].nr_queued = 0;
 		out[n].oldest_queued = 0;
-		if (!list_empty(&q->pending)) {
-			struct work *w = list_first_entry(&q->pending, struct work, node);
-
-			out[n].oldest_queued = w->queued;
-		}
+		list_for_each_entry(w, &q->pending, node)
+			if (!out[n].nr_queued++)
+				out[n].oldest_queued = w->queued;
 		pthread_mutex_unlock(&q->lock);
 	}
 	return n;
