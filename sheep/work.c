@@ -157,8 +157,6 @@ int wq_info_all(struct wq_info *out, int max)
 	int n = 0;
 
 	for (struct work_queue *q = all_queues; q && n < max; q = q->next, n++) {
-		struct work *w;
-
 		out[n].name = q->name;
 		out[n].nr_threads = q->nr_threads;
 		pthread_mutex_lock(&q->lock);
@@ -168,10 +166,14 @@ int wq_info_all(struct wq_info *out, int max)
 		pthread_mutex_unlock(&done_lock);
 		out[n].nr_running = (int)(q->nr_taken - out[n].nr_done);
 		out[n].nr_queued = 0;
+		for (struct list_node *p = q->pending.n.next; p != &q->pending.n; p = p->next)
+			out[n].nr_queued++;
 		out[n].oldest_queued = 0;
-		list_for_each_entry(w, &q->pending, node)
-			if (!out[n].nr_queued++)
-				out[n].oldest_queued = w->queued;
+		if (!list_empty(&q->pending)) {
+			struct work *w = list_first_entry(&q->pending, struct work, node);
+
+			out[n].oldest_queued = w->queued;
+		}
 		pthread_mutex_unlock(&q->lock);
 	}
 	return n;
