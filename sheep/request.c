@@ -362,11 +362,15 @@ static inline __attribute__((always_inline)) void request_count(struct request *
 	bool ok = req->rp.result == SD_RES_SUCCESS;
 
 	/* the payload moved: in for a write, out as request_done will send it */
-	if (unlikely(!ok || out > len))
+	if (unlikely(!ok)) {
+		stat_req_end(&req->stat, now, wr ? len : 0, true);
+		return;
+	}
+	if (unlikely(out > len))
 		out = 0;
 	bytes = out + (wr ? len : 0);
-	await = stat_req_end(&req->stat, now, bytes, !ok);
-	if (is_client_obj_op(req->rq.opcode) && ok)
+	await = stat_req_end(&req->stat, now, bytes, false);
+	if (is_client_obj_op(req->rq.opcode))
 		stat_vdi_count(oid_to_vid(req->rq.obj.oid), wr, bytes, await);
 }
 #endif

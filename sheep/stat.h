@@ -23,12 +23,12 @@
  * tests/bench/stat-overhead measures the whole against a --disable-stats
  * build and finds ~89, the rest being register moves around the hooks):
  *   begin: skip STAT_READ 3, counters' address 3 + 2 stores, busy 3 + 3;
- *   end: active check 4, clock 3, bytes from the reply 11, await 4,
- *   busy 3 + 4, histogram 5, sums 2, error check 2;
+ *   end: active check 4, clock 3, success and bytes from the reply 11,
+ *   await 4, busy 3 + 3, histogram 5, sums 2;
  *   the hang check's in-flight list 7 + 4; the VDI table 17 (op check 4,
  *   entry and owner 8, sums 5); the work queue counts 3 (on workers).
- * ~85 in all, ~1.6% of a request's ~5550: the counters and busy times
- * alone are ~52 (0.99), the hang list, VDI table and queue counts the rest.
+ * ~80 in all, ~1.5% of a request's ~5550: the counters and busy times
+ * alone are ~49 (0.99), the hang list, VDI table and queue counts the rest.
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
@@ -82,7 +82,14 @@ void stat_clock_set_scale(uint64_t ns_per_tick_32);
  * ThreadSanitizer (script/tsan, which then checks the protocol: the
  * reader's loads against these stores), a relaxed atomic load and store.
  */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__)
+#define STAT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STAT_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(STAT_TSAN)
 #define STAT_ASM 1
 #endif
 
