@@ -199,7 +199,7 @@ extern uint64_t stat_us_mult;
 struct stat_req {
 	struct list_node node;	 /* in the in-flight list while active */
 	uint64_t begin;		 /* stat_clock() */
-	struct stat_counters *c; /* its op's counters in its thread's slot; NULL: not active */
+	struct stat_counters *c; /* its op's counters in the main slot; NULL: not active */
 	bool hung;		 /* its hang was reported */
 };
 
