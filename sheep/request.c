@@ -355,19 +355,23 @@ static bool is_client_obj_op(uint8_t opcode)
 
 #ifdef STAT_ENABLED
 /* the request's statistics: one clock read at its end */
-static void request_count(struct request *req)
+static inline __attribute__((always_inline)) void request_count(struct request *req)
 {
-	uint64_t now = stat_clock(), bytes = 0;
+	uint64_t now = stat_clock(), await, bytes, wr = req->rq.flags & SD_FLAG_CMD_WRITE; /* 0, 1 */
+	uint32_t len = req->rq.data_length, out = req->rp.data_length;
 	bool ok = req->rp.result == SD_RES_SUCCESS;
 
-	if (req->rq.flags & SD_FLAG_CMD_WRITE)
-		bytes += req->rq.data_length;
-	if (ok)
-		bytes += min_t(uint32_t, req->rp.data_length, req->rq.data_length);
-	stat_req_end(&req->stat, now, bytes, !ok);
-	if (is_client_obj_op(req->rq.opcode) && ok)
-		stat_vdi_count(oid_to_vid(req->rq.obj.oid), req->rq.opcode != SD_OP_READ_OBJ, bytes,
-			       now - req->start);
+	/* the payload moved: in for a write, out as request_done will send it */
+	if (unlikely(!ok)) {
+		stat_req_end(&req->stat, now, wr ? len : 0, true);
+		return;
+	}
+	if (unlikely(out > len))
+		out = 0;
+	bytes = out + (wr ? len : 0);
+	await = stat_req_end(&req->stat, now, bytes, false);
+	if (is_client_obj_op(req->rq.opcode))
+		stat_vdi_count(oid_to_vid(req->rq.obj.oid), wr, bytes, await);
 }
 #endif
 
@@ -377,7 +381,7 @@ void request_done(struct request *req)
 	int result = req->rp.result;
 
 #ifdef STAT_ENABLED
-	if (req->stat.active)
+	if (stat_req_active(&req->stat))
 		request_count(req);
 #endif
 	if (req->done) {

@@ -1,11 +1,11 @@
 /*
  * Always-on request statistics (see stat.h for the model): the readers,
  * slots, calibration and the hang check. The hot path is inline in stat.h:
- * a thread-local pointer, a sequence count bumped around a handful of
- * plain stores into the calling thread's own cache-line aligned slot.
- * Nothing is shared between writers, so there is no lock and no atomic
- * read-modify-write; the relaxed atomic loads here compile to ordinary
- * moves and keep the compiler from tearing what the owner writes.
+ * adds into the main thread's static slot (or the calling thread's own
+ * cache-line aligned one, inside its sequence count). Nothing is shared
+ * between writers, so there is no lock and no atomic read-modify-write;
+ * the relaxed atomic loads here compile to ordinary moves and keep the
+ * compiler from tearing what the owner writes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +25,7 @@
 
 #define STAT_MAX_SLOTS 128
 #define STAT_NR_WORDS (sizeof(struct stat_counters) / sizeof(uint64_t))
+#define STAT_BUSY_WORDS (sizeof(struct stat_busy) / sizeof(uint64_t))
 
 static struct {
 	struct stat_slot *slots[STAT_MAX_SLOTS];
@@ -47,10 +48,11 @@ static struct {
 };
 
 __thread struct stat_slot *stat_my_slot;
+struct stat_slot stat_main_slot;
 uint64_t stat_us_mult = (UINT64_C(1) << 32) / 1000 + 1;
 uint8_t stat_idx_of[256];
 LIST_HEAD(stat_inflight);
-struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
+struct stat_vdi_table stat_vdis;
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -110,46 +112,68 @@ static void calibrate(void)
 #endif
 }
 
-/* a consistent copy of one slot's counters of op idx (-1: the all-ops ones) */
-static void copy_counters(struct stat_slot *s, int idx, struct stat_counters *out)
+/* a consistent copy of n words at src in slot s, under its sequence count */
+static void copy_words(struct stat_slot *s, const void *src, void *dst, size_t n)
 {
-	const struct stat_counters *c = idx < 0 ? &s->all : &s->op[idx];
-	uint64_t *dst = (uint64_t *)out;
-	const uint64_t *src = (const uint64_t *)c;
+	const uint64_t *from = src;
+	uint64_t *to = dst;
 	unsigned int seq;
 
 	do {
 		while ((seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE)) & 1)
 			;
-		for (size_t i = 0; i < STAT_NR_WORDS; i++)
-			dst[i] = LOAD(src[i]);
+		for (size_t i = 0; i < n; i++)
+			to[i] = LOAD(from[i]);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	} while (LOAD(s->seq) != seq);
 }
 
-/* merge op idx (-1: all) over every slot into out */
+/* in flight and busy ticks up to now of one kind of request in one slot */
+static uint64_t busy_at(const struct stat_busy *b, uint64_t now, uint64_t *inflight)
+{
+	uint64_t busy = b->busy;
+
+	*inflight = -b->idle;
+	if (*inflight) {
+		/* closes the open interval; a reader's clock behind the start reads 0 */
+		busy += now;
+		if ((int64_t)busy < 0)
+			busy = 0;
+	}
+	return busy;
+}
+
+/* add slot s's counters of op idx (-1: the any-op busy time and in flight only) to out */
+static void merge_slot(struct stat_slot *s, int idx, struct sd_stat_op *out, uint64_t now)
+{
+	struct stat_counters c;
+	uint64_t busy, inflight;
+
+	if (idx < 0) {
+		copy_words(s, &s->all, &c.b, STAT_BUSY_WORDS);
+	} else {
+		copy_words(s, &s->op[idx], &c, STAT_NR_WORDS);
+		out->nr_errors += c.nr_errors;
+		out->bytes += c.bytes;
+		out->await_ns += stat_clock_ns(c.await);
+		for (int b = 0; b < STAT_HIST_SLOTS; b++) {
+			out->hist[min_t(int, b, SD_STAT_NR_BUCKETS - 1)] += c.hist[b];
+			out->nr_done += c.hist[b];
+		}
+	}
+	busy = busy_at(&c.b, now, &inflight);
+	out->nr_inflight += inflight;
+	out->busy_ns = max_t(uint64_t, out->busy_ns, stat_clock_ns(busy));
+}
+
+/* merge op idx (-1: any op) over the main thread's slot and every thread's */
 static void merge(int idx, struct sd_stat_op *out, uint64_t now)
 {
 	int nr = __atomic_load_n(&st.nr_slots, __ATOMIC_ACQUIRE);
 
-	for (int i = 0; i < nr; i++) {
-		struct stat_counters c;
-		uint64_t busy, inflight;
-
-		copy_counters(st.slots[i], idx, &c);
-		inflight = c.nr_started - c.nr_done;
-		busy = c.busy;
-		if (inflight && now > c.busy_since)
-			busy += now - c.busy_since;
-		out->nr_inflight += inflight;
-		out->nr_done += c.nr_done;
-		out->nr_errors += c.nr_errors;
-		out->bytes += c.bytes;
-		out->await_ns += stat_clock_ns(c.await);
-		out->busy_ns = max_t(uint64_t, out->busy_ns, stat_clock_ns(busy));
-		for (int b = 0; b < SD_STAT_NR_BUCKETS; b++)
-			out->hist[b] += c.hist[b];
-	}
+	merge_slot(&stat_main_slot, idx, out, now);
+	for (int i = 0; i < nr; i++)
+		merge_slot(st.slots[i], idx, out, now);
 }
 
 int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uint64_t now)
@@ -165,11 +189,10 @@ int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uin
 	if (total) {
 		memset(total, 0, sizeof(*total));
 		snprintf(total->name, sizeof(total->name), "TOTAL");
+		/* the busy time of any op; the sums are the ops' */
 		merge(-1, total, now);
-		/* the any-op counters carry no per-op sums: add those up */
-		total->nr_errors = total->bytes = total->await_ns = 0;
-		memset(total->hist, 0, sizeof(total->hist));
 		for (int i = 0; i < n; i++) {
+			total->nr_done += out[i].nr_done;
 			total->nr_errors += out[i].nr_errors;
 			total->bytes += out[i].bytes;
 			total->await_ns += out[i].await_ns;
@@ -219,19 +242,18 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 
 int stat_read_vdis(struct sd_stat_vdi *out, int max)
 {
+	const struct stat_vdi_table *t = &stat_vdis;
 	int n = 0;
 
 	for (int i = 0; i <= STAT_VDI_SLOTS && n < max; i++) {
-		const struct stat_vdi_entry *e = &stat_vdis[i];
-
-		if (!e->nr_reads && !e->nr_writes)
+		if (!t->nr[i])
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
-		out[n].vid = i == STAT_VDI_SLOTS ? 0 : e->vid;
-		out[n].nr_reads = e->nr_reads;
-		out[n].nr_writes = e->nr_writes;
-		out[n].bytes = e->bytes;
-		out[n].await_ns = stat_clock_ns(e->await);
+		out[n].vid = i == STAT_VDI_SLOTS ? 0 : (uint32_t)t->vid[i];
+		out[n].nr_reads = t->nr[i] - t->nr_writes[i];
+		out[n].nr_writes = t->nr_writes[i];
+		out[n].bytes = t->bytes[i];
+		out[n].await_ns = stat_clock_ns(t->await[i]);
 		n++;
 	}
 	return n;
@@ -245,7 +267,8 @@ int stat_check_hangs(uint64_t now)
 	if (!st.threshold)
 		return 0;
 	/* in start order: stop at the first one younger than the threshold */
-	list_for_each_entry(sr, &stat_inflight, node) {
+	list_for_each_entry(sr, &stat_inflight, node)
+	{
 		uint64_t age = now > sr->begin ? now - sr->begin : 0;
 
 		if (age < st.threshold)

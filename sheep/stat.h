@@ -1,27 +1,34 @@
 /*
  * Always-on request statistics: what `collie node stat` and /metrics show.
  *
- * Two layers:
+ * Per opcode: requests in flight, completions (the sum of the histogram),
+ * errors, bytes, summed await (dispatch to reply), busy time and a log2
+ * latency histogram; the TOTAL row's busy time (any op in flight) too.
+ * Busy time is kept at its transitions only: entering busy subtracts the
+ * clock, leaving adds it, and a reader adds its own clock while requests
+ * are in flight, so a request that never ends shows as 100% busy at once.
  *
- * 1. Counters per opcode in per-thread slots: requests started and done,
- *    errors, bytes, summed await (dispatch to reply), busy time and a log2
- *    latency histogram. The owner thread writes its slot with plain stores
- *    inside a sequence count (no lock, no atomic read-modify-write); a
- *    reader on any thread copies every slot under its count and merges.
- *    Busy time is the time the owner had at least one request of the op in
- *    flight; a read counts the open interval up to its own clock, so a
- *    request that never ends shows as 100% busy at once. A request must
- *    begin and end on the same thread (the main thread, in sheep); merged
- *    busy time is the largest of the slots', exact with one such thread.
+ * 1. Requests of the main thread (stat_req_*, all of sheep's): a static
+ *    slot that only the main thread writes and reads (stat_snapshot runs
+ *    there), a list of them in start order that the hang check walks from
+ *    its oldest end, and a small per-VDI table of client object I/O.
+ * 2. Any other thread (stat_op_*): its own slot, written inside a sequence
+ *    count; a reader copies each slot under its count and merges. A
+ *    request begins and ends on the same thread; merged busy time is the
+ *    largest of the slots'.
  *
- * 2. Requests in flight (stat_req_*), on the main thread only: a list in
- *    start order that the hang check walks from its oldest end, and a small
- *    per-VDI table of client object I/O.
- *
- * The hot path is inline here: per request two TSC reads and about 180
- * instructions in all, the in-flight list, the VDI table and the work
- * queue counts included (tests/bench/stat-overhead measures it: 0.965 of
- * the instructions per request of a --disable-stats build).
+ * The hot path is inline here, no lock, no atomic read-modify-write, no
+ * call, one more clock read (at a request's end). Its instructions per
+ * request (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly;
+ * tests/bench/stat-overhead measures the whole against a --disable-stats
+ * build and finds ~89, the rest being register moves around the hooks):
+ *   begin: skip STAT_READ 3, counters' address 3 + 2 stores, busy 3 + 3;
+ *   end: active check 4, clock 3, success and bytes from the reply 11,
+ *   await 4, busy 3 + 3, histogram 5, sums 2;
+ *   the hang check's in-flight list 7 + 4; the VDI table 17 (op check 4,
+ *   entry and owner 8, sums 5); the work queue counts 3 (on workers).
+ * ~80 in all, ~1.5% of a request's ~5550: the counters and busy times
+ * alone are ~49 (0.99), the hang list, VDI table and queue counts the rest.
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
@@ -37,6 +44,9 @@
 #include "list.h"
 #include "util.h"
 
+/* the hot path's functions: always inlined, never a call */
+#define STAT_INLINE static inline __attribute__((always_inline))
+
 /* the op slots: 0 counts unknown opcodes and bad headers */
 #define STAT_IDX_INVALID 0
 
@@ -45,13 +55,13 @@
  * against CLOCK_MONOTONIC at stat_init, as the tracer's), CLOCK_MONOTONIC
  * elsewhere. Counters hold clock ticks; readers get nanoseconds.
  */
-static inline __attribute__((always_inline)) uint64_t stat_clock(void)
+STAT_INLINE uint64_t stat_clock(void)
 {
 #if defined(__x86_64__)
-	uint32_t lo, hi;
+	uint64_t lo, hi; /* rdtsc clears the upper halves of rax and rdx */
 
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return ((uint64_t)hi << 32) | lo;
+	return (hi << 32) | lo;
 #else
 	return sd_now_ns();
 #endif
@@ -63,21 +73,119 @@ uint64_t stat_clock_ticks(uint64_t ns);
 /* tests: ns_per_tick_32 is ns per tick << 32 (1 << 32: ticks are ns) */
 void stat_clock_set_scale(uint64_t ns_per_tick_32);
 
+/*
+ * The hot path's stores. Only the owner thread writes a slot, so an add
+ * needs no lock and no atomic read-modify-write: on x86-64 it is one
+ * unlocked add to memory (inline asm: the compiler cannot split or merge
+ * it, and an aligned 8-byte store is single-copy atomic, so a reader on
+ * another thread sees the old or the new word). Elsewhere, and under
+ * ThreadSanitizer (script/tsan, which then checks the protocol: the
+ * reader's loads against these stores), a relaxed atomic load and store.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define STAT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STAT_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(STAT_TSAN)
+#define STAT_ASM 1
+#endif
+
+STAT_INLINE void stat_add(uint64_t *x, uint64_t v)
+{
+#ifdef STAT_ASM
+	__asm__ volatile("addq %1, %0" : "+m"(*x) : "er"(v));
+#else
+	__atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+#endif
+}
+
+STAT_INLINE void stat_sub(uint64_t *x, uint64_t v)
+{
+#ifdef STAT_ASM
+	__asm__ volatile("subq %1, %0" : "+m"(*x) : "er"(v));
+#else
+	__atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) - v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* *x -= 1; true when it was 0 (the borrow: one subq and a jump on x86-64) */
+STAT_INLINE bool stat_dec_was_zero(uint64_t *x)
+{
+#ifdef STAT_ASM
+	bool borrow;
+
+	__asm__ volatile("subq $1, %0" : "+m"(*x), "=@ccc"(borrow));
+	return borrow;
+#else
+	uint64_t v = __atomic_load_n(x, __ATOMIC_RELAXED);
+
+	__atomic_store_n(x, v - 1, __ATOMIC_RELAXED);
+	return v == 0;
+#endif
+}
+
+/* *x += 1; true when it is now 0 */
+STAT_INLINE bool stat_inc_is_zero(uint64_t *x)
+{
+#ifdef STAT_ASM
+	bool zero;
+
+	__asm__ volatile("addq $1, %0" : "+m"(*x), "=@ccz"(zero));
+	return zero;
+#else
+	uint64_t v = __atomic_load_n(x, __ATOMIC_RELAXED) + 1;
+
+	__atomic_store_n(x, v, __ATOMIC_RELAXED);
+	return v == 0;
+#endif
+}
+
+/*
+ * Busy time of one kind of request (one op, or any): idle is minus the
+ * requests of the kind in flight, busy the closed busy intervals' ticks
+ * minus the start of the open one while idle != 0. Entering from idle
+ * subtracts now, leaving to idle adds now: one add each, and the reader
+ * adds its own clock to close the open interval.
+ */
+struct stat_busy {
+	uint64_t idle;
+	uint64_t busy;
+};
+
+STAT_INLINE void stat_busy_enter(struct stat_busy *b, uint64_t now)
+{
+	if (stat_dec_was_zero(&b->idle))
+		stat_sub(&b->busy, now);
+}
+
+STAT_INLINE void stat_busy_leave(struct stat_busy *b, uint64_t now)
+{
+	if (stat_inc_is_zero(&b->idle))
+		stat_add(&b->busy, now);
+}
+
+/*
+ * The histogram in a slot has a bucket for every log2 a 64-bit count of
+ * microseconds can have, so the hot path needs no bound check; a reader
+ * folds the ones past SD_STAT_NR_BUCKETS - 1 into the last.
+ */
+#define STAT_HIST_SLOTS 64
+
 /* one op's counters in one thread's slot: only uint64_t, copied word by word */
 struct stat_counters {
-	uint64_t nr_started;
-	uint64_t nr_done;
+	uint64_t hist[STAT_HIST_SLOTS]; /* completions: their sum is nr_done; first, at offset 0 */
+	struct stat_busy b;
 	uint64_t nr_errors;
 	uint64_t bytes;
-	uint64_t await;	     /* ticks */
-	uint64_t busy;	     /* ticks of closed busy intervals */
-	uint64_t busy_since; /* start of the open one, while started > done */
-	uint64_t hist[SD_STAT_NR_BUCKETS];
+	uint64_t await; /* ticks */
 };
 
 struct stat_slot {
-	unsigned int seq;	  /* odd while the owner writes */
-	struct stat_counters all; /* any op: busy time of the TOTAL row */
+	unsigned int seq;     /* odd while the owner writes */
+	struct stat_busy all; /* any op: busy time of the TOTAL row */
 	struct stat_counters op[SD_STAT_MAX_OPS];
 } __attribute__((aligned(64)));
 
@@ -89,11 +197,10 @@ extern uint64_t stat_us_mult;
 
 /* one request's part of the bookkeeping, embedded in struct request */
 struct stat_req {
-	struct list_node node; /* in the in-flight list while active */
-	uint64_t begin;	       /* stat_clock() */
-	uint8_t idx;
-	bool active;
-	bool hung; /* its hang was reported */
+	struct list_node node;	 /* in the in-flight list while active */
+	uint64_t begin;		 /* stat_clock() */
+	struct stat_counters *c; /* its op's counters in the main slot; NULL: not active */
+	bool hung;		 /* its hang was reported */
 };
 
 /* report a request in flight past the threshold (main thread, once per request) */
@@ -117,127 +224,172 @@ static inline int stat_op_idx(uint8_t opcode)
 	return stat_idx_of[opcode];
 }
 
+/* the histogram slot of a latency in ticks: log2 of microseconds, 0 for 0-1 us */
+STAT_INLINE unsigned int stat_hist_slot(uint64_t ticks)
+{
+	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 32);
+
+	return 63 - (unsigned int)__builtin_clzll(us | 1);
+}
+
 /*
  * The bucket of a latency in ticks: 0 for 0-1 us, k for 2^k .. 2^(k+1)-1
  * us, the last one for everything above.
  */
 static inline int stat_bucket(uint64_t ticks)
 {
-	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 32);
-	int b = us < 2 ? 0 : 63 - __builtin_clzll(us);
+	unsigned int b = stat_hist_slot(ticks);
 
-	return b < SD_STAT_NR_BUCKETS ? b : SD_STAT_NR_BUCKETS - 1;
+	return b < SD_STAT_NR_BUCKETS ? (int)b : SD_STAT_NR_BUCKETS - 1;
 }
 
 /*
- * Layer 1, the hot path: any thread, plain adds and stores into its own
- * slot inside its sequence count. Only the owner writes a slot; a reader
- * on another thread copies it word by word with relaxed atomic loads and
- * retries while the count moves (aligned 8-byte stores are single-copy
- * atomic on x86-64, and GCC does not split them). A request begins and
- * ends on the same thread. The stores are relaxed atomic ones: the same
- * single mov as a plain store, and no data race in the C model (TSan,
- * script/tsan, checks it).
+ * Any thread (2. above): adds into its own slot inside its sequence count
+ * (odd while it writes); a reader on another thread copies a slot word by
+ * word with relaxed atomic loads and retries while the count moves.
  */
-#define STAT_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-#define STAT_ADD(x, v) __atomic_store_n(&(x), (x) + (v), __ATOMIC_RELAXED)
-
-static inline void stat_busy_enter(struct stat_counters *c, uint64_t now)
+STAT_INLINE void stat_seq_begin(struct stat_slot *s)
 {
-	if (c->nr_started == c->nr_done)
-		STAT_STORE(c->busy_since, now);
-	STAT_ADD(c->nr_started, 1);
-}
-
-static inline void stat_busy_leave(struct stat_counters *c, uint64_t now)
-{
-	STAT_ADD(c->nr_done, 1);
-	if (c->nr_started == c->nr_done)
-		STAT_ADD(c->busy, now - c->busy_since);
-}
-
-static inline void stat_op_begin(int idx, uint64_t now)
-{
-	struct stat_slot *s = stat_my_slot;
-
-	if (unlikely(!s) && !(s = stat_slot_new()))
-		return;
+#ifdef STAT_ASM
+	/* x86 keeps stores in order: the compiler barrier is the release fence */
+	__asm__ volatile("addl $1, %0" : "+m"(s->seq)::"memory");
+#else
 	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	stat_busy_enter(&s->op[idx], now);
-	stat_busy_enter(&s->all, now);
+#endif
+}
+
+STAT_INLINE void stat_seq_end(struct stat_slot *s)
+{
+#ifdef STAT_ASM
+	__asm__ volatile("addl $1, %0" : "+m"(s->seq)::"memory");
+#else
 	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+#endif
+}
+
+/* a request of op idx begins: its counters, for stat_counters_end (NULL: not counted) */
+STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
+{
+	struct stat_slot *s = stat_my_slot;
+	struct stat_counters *c;
+
+	if (unlikely(!s) && !(s = stat_slot_new()))
+		return NULL;
+	c = &s->op[idx];
+	stat_seq_begin(s);
+	stat_busy_enter(&c->b, now);
+	stat_busy_enter(&s->all, now);
+	stat_seq_end(s);
+	return c;
+}
+
+/* the counting of an end, inside the slot's sequence count if it has one: its await */
+STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c, uint64_t begin,
+				    uint64_t now, uint64_t bytes, bool error)
+{
+	uint64_t await = now - begin;
+
+	if (unlikely((int64_t)await < 0))
+		await = 0;
+	stat_busy_leave(&c->b, now);
+	stat_busy_leave(all, now);
+	stat_add(&c->hist[stat_hist_slot(await)], 1);
+	stat_add(&c->await, await);
+	stat_add(&c->bytes, bytes);
+	if (unlikely(error))
+		stat_add(&c->nr_errors, 1);
+	return await;
+}
+
+/* it ends, on the thread it began on; returns its await (ticks) */
+STAT_INLINE uint64_t stat_counters_end(struct stat_counters *c, uint64_t begin, uint64_t now,
+				       uint64_t bytes, bool error)
+{
+	struct stat_slot *s = stat_my_slot;
+	uint64_t await;
+
+	stat_seq_begin(s);
+	await = stat_count_end(&s->all, c, begin, now, bytes, error);
+	stat_seq_end(s);
+	return await;
 }
 
 static inline void stat_op_end(int idx, uint64_t begin, uint64_t now, uint64_t bytes, bool error)
 {
-	struct stat_slot *s = stat_my_slot;
-	struct stat_counters *c;
-	uint64_t await = now - begin;
-
-	if (unlikely(!s))
-		return;
-	if (unlikely(now < begin))
-		await = 0;
-	c = &s->op[idx];
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	stat_busy_leave(c, now);
-	stat_busy_leave(&s->all, now);
-	STAT_ADD(c->nr_errors, error);
-	STAT_ADD(c->bytes, bytes);
-	STAT_ADD(c->await, await);
-	STAT_ADD(c->hist[stat_bucket(await)], 1);
-	__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
-}
-
-/* layer 2: main thread */
-extern struct list_head stat_inflight;
-
-static inline void stat_req_begin(struct stat_req *sr, uint8_t opcode, uint64_t now)
-{
-	sr->idx = stat_idx_of[opcode];
-	sr->begin = now;
-	sr->active = true;
-	list_add_tail(&sr->node, &stat_inflight);
-	stat_op_begin(sr->idx, now);
-}
-
-static inline void stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
-{
-	if (!sr->active)
-		return;
-	sr->active = false;
-	list_del(&sr->node);
-	stat_op_end(sr->idx, sr->begin, now, bytes, error);
+	if (stat_my_slot)
+		stat_counters_end(&stat_my_slot->op[idx], begin, now, bytes, error);
 }
 
 /*
- * A client object request of vid ended (main thread): a direct-mapped
- * table, so the busiest VDIs keep their entries; a VDI that finds its
- * entry taken counts in the overflow entry (vid 0).
+ * Requests on the main thread (1. above), which is also the only reader of
+ * their slot (stat_snapshot runs there): a static slot, no sequence count.
  */
-struct stat_vdi_entry {
-	uint32_t vid;
-	uint64_t nr_reads, nr_writes, bytes, await;
-};
-#define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
-extern struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
+extern struct stat_slot stat_main_slot;
+extern struct list_head stat_inflight;
 
-static inline void stat_vdi_count(uint32_t vid, bool is_write, uint64_t bytes, uint64_t await)
+STAT_INLINE void stat_req_begin(struct stat_req *sr, uint8_t opcode, uint64_t now)
 {
-	struct stat_vdi_entry *e = &stat_vdis[vid & (STAT_VDI_SLOTS - 1)];
+	struct stat_counters *c = &stat_main_slot.op[stat_idx_of[opcode]];
 
-	if (unlikely(e->vid != vid)) {
-		if (!e->vid)
-			e->vid = vid;
+	sr->begin = now;
+	sr->c = c;
+	list_add_tail(&sr->node, &stat_inflight);
+	stat_busy_enter(&c->b, now);
+	stat_busy_enter(&stat_main_slot.all, now);
+}
+
+static inline bool stat_req_active(const struct stat_req *sr)
+{
+	return sr->c != NULL;
+}
+
+/* the request ends (a second end is ignored): its await in ticks */
+STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
+{
+	struct stat_counters *c = sr->c;
+
+	if (!c)
+		return 0;
+	sr->c = NULL;
+	/* out of the list; the node is not used again until the next begin */
+	sr->node.next->prev = sr->node.prev;
+	sr->node.prev->next = sr->node.next;
+	return stat_count_end(&stat_main_slot.all, c, sr->begin, now, bytes, error);
+}
+
+/*
+ * A client object request of vid ended (main thread, which is also the
+ * only reader: plain adds): a direct-mapped table, so the busiest VDIs
+ * keep their entries; a VDI that finds its entry taken counts in the
+ * overflow entry (vid 0). Exact counts, one entry per request.
+ */
+#define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
+struct stat_vdi_table {
+	/* by entry, the last one the overflow: arrays, so an entry is an index */
+	uint64_t vid[STAT_VDI_SLOTS + 1];
+	uint64_t nr[STAT_VDI_SLOTS + 1];
+	uint64_t nr_writes[STAT_VDI_SLOTS + 1];
+	uint64_t bytes[STAT_VDI_SLOTS + 1];
+	uint64_t await[STAT_VDI_SLOTS + 1];
+};
+extern struct stat_vdi_table stat_vdis;
+
+/* is_write: 0 or 1 */
+STAT_INLINE void stat_vdi_count(uint32_t vid, uint64_t is_write, uint64_t bytes, uint64_t await)
+{
+	unsigned int i = vid & (STAT_VDI_SLOTS - 1);
+
+	if (unlikely(stat_vdis.vid[i] != vid)) {
+		if (!stat_vdis.vid[i])
+			stat_vdis.vid[i] = vid;
 		else
-			e = &stat_vdis[STAT_VDI_SLOTS];
+			i = STAT_VDI_SLOTS;
 	}
-	e->nr_writes += is_write;
-	e->nr_reads += !is_write;
-	e->bytes += bytes;
-	e->await += await;
+	stat_vdis.nr[i]++;
+	stat_vdis.nr_writes[i] += is_write;
+	stat_vdis.bytes[i] += bytes;
+	stat_vdis.await[i] += await;
 }
 
 /* report each request in flight past the threshold, once; returns how many are now */

@@ -27,10 +27,9 @@ struct work_queue {
 	pthread_cond_t cond;
 	struct list_head pending;
 	bool stopping;
-	/* under lock */
-	int nr_queued;
-	int nr_running;
-	uint64_t nr_done;
+	/* the statistics: an add each; queued is pending's length, running a difference */
+	uint64_t nr_taken; /* under lock */
+	uint64_t nr_done;  /* under done_lock */
 	struct work_queue *next;
 };
 
@@ -70,20 +69,11 @@ static void *worker_main(void *arg)
 	struct work_queue *q = arg;
 	uint64_t one = 1;
 	int tid __unused = (int)syscall(SYS_gettid);
-	bool ran __unused = false;
 
 	for (;;) {
 		struct work *w;
 
 		pthread_mutex_lock(&q->lock);
-#ifdef STAT_ENABLED
-		/* the previous work is done: counted here, under the lock taken anyway */
-		if (ran) {
-			q->nr_running--;
-			q->nr_done++;
-			ran = false;
-		}
-#endif
 		while (list_empty(&q->pending) && !q->stopping)
 			pthread_cond_wait(&q->cond, &q->lock);
 		if (list_empty(&q->pending)) {
@@ -93,9 +83,7 @@ static void *worker_main(void *arg)
 		w = list_first_entry(&q->pending, struct work, node);
 		list_del(&w->node);
 #ifdef STAT_ENABLED
-		q->nr_queued--;
-		q->nr_running++;
-		ran = true;
+		q->nr_taken++;
 		__atomic_store_n(&w->tid, tid, __ATOMIC_RELAXED);
 #endif
 		pthread_mutex_unlock(&q->lock);
@@ -104,6 +92,9 @@ static void *worker_main(void *arg)
 
 		pthread_mutex_lock(&done_lock);
 		list_add_tail(&w->node, &done_list);
+#ifdef STAT_ENABLED
+		q->nr_done++;
+#endif
 		pthread_mutex_unlock(&done_lock);
 		(void)!write(done_fd, &one, sizeof(one));
 	}
@@ -157,9 +148,6 @@ void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 	w->tid = 0;
 	pthread_mutex_lock(&q->lock);
 	list_add_tail(&w->node, &q->pending);
-#ifdef STAT_ENABLED
-	q->nr_queued++;
-#endif
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -172,9 +160,14 @@ int wq_info_all(struct wq_info *out, int max)
 		out[n].name = q->name;
 		out[n].nr_threads = q->nr_threads;
 		pthread_mutex_lock(&q->lock);
-		out[n].nr_queued = q->nr_queued;
-		out[n].nr_running = q->nr_running;
+		/* the lock order: a queue's, then done_lock (workers take each alone) */
+		pthread_mutex_lock(&done_lock);
 		out[n].nr_done = q->nr_done;
+		pthread_mutex_unlock(&done_lock);
+		out[n].nr_running = (int)(q->nr_taken - out[n].nr_done);
+		out[n].nr_queued = 0;
+		for (struct list_node *p = q->pending.n.next; p != &q->pending.n; p = p->next)
+			out[n].nr_queued++;
 		out[n].oldest_queued = 0;
 		if (!list_empty(&q->pending)) {
 			struct work *w = list_first_entry(&q->pending, struct work, node);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "event.h"
 #include "sheep_priv.h"
@@ -266,7 +267,7 @@ START_TEST(test_hangs)
 	stat_req_begin(&a, 0x03, t0);
 	stat_req_begin(&b, 0x02, t0 + 10 * MS);
 	stat_req_begin(&c, 0x77, t0 + 20 * MS); /* unknown opcode: the invalid slot */
-	ck_assert_int_eq(c.idx, STAT_IDX_INVALID);
+	ck_assert_ptr_eq(c.c, &stat_main_slot.op[STAT_IDX_INVALID]);
 	ck_assert_int_eq(stat_check_hangs(t0 + thr - 1), 0);
 	ck_assert_int_eq(nr_reported, 0);
 	/* b ends in time */
@@ -450,6 +451,146 @@ START_TEST(test_snapshot_queues)
 }
 END_TEST
 
+/*
+ * Requests of the main thread (stat_req_*, sheep's) count in its static
+ * slot and merge with the other threads' slots: overlapping writes, a read
+ * inside them, a failed read later, and a write counted by a thread slot.
+ */
+START_TEST(test_req_counts)
+{
+	struct stat_req r[4] = { 0 };
+	struct sd_stat_op op, total;
+
+	setup(0);
+	stat_req_begin(&r[0], 0x03, 1000);
+	stat_req_begin(&r[1], 0x03, 1100);
+	stat_req_begin(&r[2], 0x02, 1200);
+	op = read_op(2, 1250, &total);
+	ck_assert_uint_eq(op.nr_inflight, 2);
+	ck_assert_uint_eq(op.busy_ns, 250);
+	ck_assert_uint_eq(total.nr_inflight, 3);
+	ck_assert_uint_eq(stat_req_end(&r[0], 1300, 4096, false), 300);
+	ck_assert_uint_eq(stat_req_end(&r[2], 1400, 512, false), 200);
+	ck_assert_uint_eq(stat_req_end(&r[1], 1600, 4096, false), 500);
+	ck_assert_uint_eq(stat_req_end(&r[1], 1700, 4096, false), 0); /* ignored */
+	stat_req_begin(&r[3], 0x02, 5000);
+	stat_req_end(&r[3], 5000 + 3 * MS, 0, true);
+	/* this thread's own slot, merged with the main one */
+	stat_op_begin(2, 10 * MS);
+	stat_op_end(2, 10 * MS, 10 * MS + 100, 10, false);
+
+	op = read_op(2, 20 * MS, &total);
+	ck_assert_uint_eq(op.nr_done, 3);
+	ck_assert_uint_eq(op.nr_inflight, 0);
+	ck_assert_uint_eq(op.nr_errors, 0);
+	ck_assert_uint_eq(op.bytes, 8202);
+	ck_assert_uint_eq(op.await_ns, 300 + 500 + 100);
+	ck_assert_uint_eq(op.busy_ns, 600); /* the union 1000..1600; the other slot's 100 is less */
+	ck_assert_uint_eq(op.hist[0], 3);
+	op = read_op(1, 20 * MS, NULL);
+	ck_assert_uint_eq(op.nr_done, 2);
+	ck_assert_uint_eq(op.nr_errors, 1);
+	ck_assert_uint_eq(op.bytes, 512);
+	ck_assert_uint_eq(op.await_ns, 200 + 3 * MS);
+	ck_assert_uint_eq(op.busy_ns, 200 + 3 * MS);
+	ck_assert_uint_eq(op.hist[0], 1);
+	ck_assert_uint_eq(op.hist[11], 1); /* 3000 us: 2048-4095 */
+	ck_assert_uint_eq(total.nr_done, 5);
+	ck_assert_uint_eq(total.nr_errors, 1);
+	ck_assert_uint_eq(total.nr_inflight, 0);
+	ck_assert_uint_eq(total.busy_ns, 600 + 3 * MS);
+}
+END_TEST
+
+/* latencies past the last bucket count in it; a clock going back counts 0 */
+START_TEST(test_hist_fold)
+{
+	struct stat_req a = { 0 }, b = { 0 }, c = { 0 };
+	struct sd_stat_op op;
+
+	setup(0);
+	stat_req_begin(&a, 0x02, 0);
+	/* 2^62 ns: about 2^52 us, far past the last bucket's 2^31 */
+	stat_req_end(&a, UINT64_C(1) << 62, 0, false);
+	stat_req_begin(&b, 0x02, 1000 * MS);
+	ck_assert_uint_eq(stat_req_end(&b, 999 * MS, 0, false), 0);
+	/* a reader whose clock is behind the start of the open interval reads 0, not a wrap */
+	stat_req_begin(&c, 0x03, 2000 * MS);
+	op = read_op(2, 1500 * MS, NULL);
+	ck_assert_uint_eq(op.nr_inflight, 1);
+	ck_assert_uint_eq(op.busy_ns, 0);
+	op = read_op(1, UINT64_C(1) << 62, NULL);
+	ck_assert_uint_eq(op.nr_done, 2);
+	ck_assert_uint_eq(op.hist[SD_STAT_NR_BUCKETS - 1], 1);
+	ck_assert_uint_eq(op.hist[0], 1);
+	ck_assert_uint_eq(op.await_ns, UINT64_C(1) << 62);
+}
+END_TEST
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static bool hold_released;
+static int nr_held;
+
+static void hold_fn(struct work *w)
+{
+	pthread_mutex_lock(&hold_lock);
+	nr_held++;
+	pthread_cond_broadcast(&hold_cond);
+	while (!hold_released)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+static struct wq_info queue_info(void)
+{
+	struct wq_info info[4];
+
+	ck_assert_int_eq(wq_info_all(info, 4), 1);
+	return info[0];
+}
+
+/* a queue's queued, running and done, kept as differences of three counts */
+START_TEST(test_queue_counts)
+{
+	struct work w[3] = { { .fn = hold_fn }, { .fn = hold_fn }, { .fn = hold_fn } };
+	struct work_queue *q;
+	struct wq_info info;
+
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(wq_init(), 0);
+	ck_assert_ptr_nonnull(q = wq_create("held", 1));
+	info = queue_info();
+	ck_assert_int_eq(info.nr_queued, 0);
+	ck_assert_int_eq(info.nr_running, 0);
+	for (int i = 0; i < 3; i++)
+		wq_queue_at(q, &w[i], 1000 + i);
+	pthread_mutex_lock(&hold_lock);
+	while (!nr_held)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	info = queue_info();
+	ck_assert_int_eq(info.nr_threads, 1);
+	ck_assert_int_eq(info.nr_queued, 2);
+	ck_assert_int_eq(info.nr_running, 1);
+	ck_assert_uint_eq(info.nr_done, 0);
+	ck_assert_uint_eq(info.oldest_queued, 1001);
+	pthread_mutex_lock(&hold_lock);
+	hold_released = true;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	/* generous: the worker hands each work over as soon as it runs */
+	for (int i = 0; i < 10000 && queue_info().nr_done < 3; i++)
+		usleep(1000);
+	info = queue_info();
+	ck_assert_uint_eq(info.nr_done, 3);
+	ck_assert_int_eq(info.nr_queued, 0);
+	ck_assert_int_eq(info.nr_running, 0);
+	ck_assert_uint_eq(info.oldest_queued, 0);
+	wq_shutdown_all();
+}
+END_TEST
+
 static Suite *stat_suite(void)
 {
 	Suite *s = suite_create("stat");
@@ -462,6 +603,9 @@ static Suite *stat_suite(void)
 	tcase_add_test(tc, test_counts);
 	tcase_add_test(tc, test_busy_open_interval);
 	tcase_add_test(tc, test_busy_overlap);
+	tcase_add_test(tc, test_req_counts);
+	tcase_add_test(tc, test_hist_fold);
+	tcase_add_test(tc, test_queue_counts);
 	tcase_add_test(tc, test_vdis);
 	tcase_add_test(tc, test_snapshot);
 	tcase_add_test(tc, test_snapshot_queues);
