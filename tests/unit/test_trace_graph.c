@@ -22,15 +22,6 @@
 
 static const char *const tfn_all[] = { "tfn_*", NULL };
 
-/* CSV lines of @csv whose function column is @fn */
-static int csv_calls(const char *csv, const char *fn)
-{
-	char needle[64];
-
-	snprintf(needle, sizeof(needle), ",%s,", fn);
-	return tt_count(csv, needle);
-}
-
 START_TEST(test_nesting)
 {
 	char *graph, *csv;
@@ -41,9 +32,9 @@ START_TEST(test_nesting)
 
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
-	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), 1);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2);
 	ck_assert_int_eq(tt_count(csv, ",0,tfn_top,"), 1);
 	ck_assert_int_eq(tt_count(csv, ",1,tfn_mid,"), 1);
 	ck_assert_int_eq(tt_count(csv, ",2,tfn_leaf,"), 2);
@@ -78,7 +69,7 @@ START_TEST(test_fib_counts)
 	ck_assert_uint_eq(st.nr_events, 2 * 1973);
 	ck_assert_uint_eq(st.nr_lost, 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), 1973);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_fib"), 1973);
 	ck_assert_int_eq(tt_count(csv, ",14,tfn_fib,"), 2); /* fib(1) and fib(0) */
 	ck_assert_int_eq(tt_count(csv, ",15,tfn_fib,"), 0);
 	free(csv);
@@ -153,7 +144,7 @@ START_TEST(test_shadow_stack)
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.nr_lost, 201 - TRACE_MAX_DEPTH);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_deep"), TRACE_MAX_DEPTH);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_deep"), TRACE_MAX_DEPTH);
 	free(csv);
 
 	/* a depth limit from START */
@@ -178,8 +169,8 @@ START_TEST(test_longjmp)
 	ck_assert_int_eq(tfn_top(1), 5);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_jmp_outer"), 10);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_jmp_outer"), 10);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	free(csv);
 }
 END_TEST
@@ -200,7 +191,7 @@ START_TEST(test_stop_inside)
 	tfn_call(stop_inside, NULL);
 	ck_assert_uint_eq(trace_shadow_depth(), 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_call"), 1);
 	free(csv);
 
 	/* a new session starts inside: its exit has no entry there, skipped */
@@ -210,8 +201,8 @@ START_TEST(test_stop_inside)
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	graph = tt_read(SD_TRACE_FMT_GRAPH);
-	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 0);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_call"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	ck_assert_int_eq(tt_count(graph, "tfn_call"), 0);
 	free(csv);
 	free(graph);
@@ -234,7 +225,7 @@ START_TEST(test_ring_wrap)
 	ck_assert_uint_eq(st.nr_lost, 2000 - 4096 / 16);
 	ck_assert_uint_eq(st.nr_threads, 1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 4096 / 16 / 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 4096 / 16 / 2);
 	free(csv);
 	/* a new session forgets the old records */
 	ck_assert_int_eq(tt_start("", pats, 0, 8192), SD_RES_SUCCESS);
@@ -373,11 +364,11 @@ START_TEST(test_read_while_tracing)
 	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
 	tfn_top(1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	free(csv);
 	tfn_top(1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 2);
 	free(csv);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 }
@@ -486,11 +477,11 @@ START_TEST(test_signals)
 	ck_assert_uint_eq(st.nr_lost, 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), rounds * SIG_FIB_CALLS);
-	top = csv_calls(csv, "tfn_top");
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_fib"), rounds * SIG_FIB_CALLS);
+	top = tt_csv_calls(csv, "tfn_top");
 	ck_assert_int_le(top, sig_calls);
-	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), top);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2 * top);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), top);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2 * top);
 	ck_assert_uint_eq(st.nr_events, 2 * (rounds * SIG_FIB_CALLS + 4 * (uint64_t)top));
 	free(csv);
 }
@@ -563,14 +554,5 @@ static Suite *graph_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int nr_failed;
-
-	if (trace_init() < 0)
-		return 1;
-	sr = srunner_create(graph_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	nr_failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nr_failed ? 1 : 0;
+	return tt_run_suite(graph_suite());
 }
