@@ -196,6 +196,7 @@ struct sd_recovery_info {
  *                          main thread, and on a worker (repeatable)
  *     thread=KIND          trace only the threads of one kind: main, or the
  *                          first word of a thread's name (io, peer, ...)
+ *   A payload without the WRITE flag is refused (SD_RES_INVALID_PARMS).
  *   SD_RES_TRACE_BUSY if that tracer runs already, SD_RES_NO_TRACER if there
  *   is none of that name, SD_RES_NO_MATCH if a pattern set chose nothing.
  * TRACE_STOP: no payload: stop every tracer; or (flag WRITE) a tracer name:

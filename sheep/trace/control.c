@@ -152,9 +152,10 @@ static int add_pat(const char **v, size_t *nr, const char *p)
 	return SD_RES_SUCCESS;
 }
 
-static int parse_option(struct start_args *a, const char *s)
+/* option @s, whose '=' is at @eq */
+static int parse_option(struct start_args *a, const char *s, const char *eq)
 {
-	const char *v = strchr(s, '=') + 1;
+	const char *v = eq + 1;
 	char *end;
 
 	if (!strncmp(s, "notrace=", 8))
@@ -193,11 +194,11 @@ static int parse_start(const char *data, size_t len, struct start_args *a)
 	a->tracer = data;
 	off = strlen(data) + 1;
 	while (off < len) {
-		const char *s = data + off;
+		const char *s = data + off, *eq = strchr(s, '=');
 		int ret = SD_RES_SUCCESS;
 
-		if (strchr(s, '='))
-			ret = parse_option(a, s);
+		if (eq)
+			ret = parse_option(a, s, eq);
 		else if (*s) /* an empty pattern selects nothing: ignore it */
 			ret = add_pat(a->pats, &a->nr_pats, s);
 		if (ret != SD_RES_SUCCESS)
@@ -667,6 +668,16 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	if (init_state != INIT_DONE && req->opcode != SD_OP_TRACE_STATUS &&
 	    req->opcode != SD_OP_TRACE_READ && req->opcode != SD_OP_TRACE_FOLLOW) {
 		ret = init_state == INIT_FAILED ? SD_RES_TRACE_BROKEN : SD_RES_NO_SUPPORT;
+		goto out_unlock;
+	}
+	/*
+	 * START and STOP read their payload: without the WRITE flag the
+	 * buffer was never filled from the wire (it may hold an earlier
+	 * request's bytes), so parse nothing.
+	 */
+	if ((req->opcode == SD_OP_TRACE_START || req->opcode == SD_OP_TRACE_STOP) &&
+	    req->data_length && !(req->flags & SD_FLAG_CMD_WRITE)) {
+		ret = SD_RES_INVALID_PARMS;
 		goto out_unlock;
 	}
 	switch (req->opcode) {

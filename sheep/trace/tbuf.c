@@ -365,39 +365,46 @@ static void refresh_comm(struct tbuf_snap *s)
 	memcpy(s->comm, name, sizeof(s->comm));
 }
 
+/*
+ * The list only grows at its head: from one load of the head, the buffers
+ * are a fixed list. Count them, allocate the array once, then copy each
+ * buffer into its slot (or skip it if a new session reset it under us).
+ */
 int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps)
 {
-	struct tbuf_snap *s = NULL;
+	struct tbuf *head = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
+	struct tbuf_snap *s;
 	size_t n = 0, cap = 0;
 
-	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+	for (struct tbuf *b = head; b; b = b->next)
+		cap++;
+	s = calloc(cap ? cap : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (struct tbuf *b = head; b && n < cap; b = b->next) {
+		struct tbuf_snap *d = s + n;
+
 		if (!tbuf_current(b, id))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct tbuf_snap *t = realloc(s, ncap * sizeof(*t));
-
-			if (!t)
-				goto out_free;
-			s = t;
-			cap = ncap;
+		if (snap_one(b, d) < 0) {
+			tbuf_snapshot_free(s, n);
+			return -ENOMEM;
 		}
-		if (snap_one(b, &s[n]) < 0)
-			goto out_free;
-		/* reset under us by a new session: drop it */
-		if (!tbuf_current(b, id)) {
-			free(s[n].recs);
-			continue;
+		if (tbuf_current(b, id)) {
+			refresh_comm(d);
+			n++;
+		} else {
+			free(d->recs); /* reset under us: dropped */
+			d->recs = NULL;
 		}
-		refresh_comm(&s[n]);
-		n++;
 	}
-	*snaps = s;
+	/*
+	 * The count first: stored after the array is published, it could
+	 * (for gcc -fanalyzer) overwrite a record pointer in it.
+	 */
 	*nr_snaps = n;
+	*snaps = s;
 	return 0;
-out_free:
-	tbuf_snapshot_free(s, n);
-	return -ENOMEM;
 }
 
 void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps)

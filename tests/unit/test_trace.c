@@ -185,6 +185,10 @@ START_TEST(test_bad_requests)
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, unterminated, 4, &rsp),
 			 SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, NULL, 8, &rsp), SD_RES_INVALID_PARMS);
+	/* a well-formed payload, but no WRITE flag: the buffer is not the payload */
+	memcpy(buf, "graph\0tfn_*", 12);
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, buf, 12, &rsp), SD_RES_INVALID_PARMS);
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_STOP, &req, buf, 6, &rsp), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_start("nosuchtracer", NULL, 0, 0), SD_RES_NO_TRACER);
 	ck_assert_int_eq(tt_start("", NULL, TRACE_MAX_DEPTH + 1, 0), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_start("", NULL, 0, TRACE_MAX_BUFFER + 1), SD_RES_INVALID_PARMS);
