@@ -230,6 +230,15 @@ static void fmt_lost(uint64_t lost, uint64_t total, char *buf, size_t len)
 			 (unsigned long long)(tenths % 10));
 }
 
+/* threads a tracer did not trace for want of buffer memory, if any */
+static void print_untraced(const char *label, uint32_t n)
+{
+	if (n)
+		printf("%s%u thread%s (the total for every ring, 512 MiB, was taken: a smaller "
+		       "--buffer-size traces them)\n",
+		       label, n, n == 1 ? "" : "s");
+}
+
 static void print_tracers(const struct trace_state *ts)
 {
 	printf("\n  %-10s %-6s %9s %7s %12s  %-8s %s\n", "TRACER", "STATE", "FUNCTIONS", "THREADS",
@@ -243,6 +252,12 @@ static void print_tracers(const struct trace_state *ts)
 		printf("  %-10s %-6s %9u %7u %12llu  %-8s %s\n", t->name, state_str(t->state),
 		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records, since,
 		       lost);
+	}
+	for (int i = 0; i < ts->nr_tracers; i++) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "  %s did not trace ", ts->tracers[i].name);
+		print_untraced(label, ts->tracers[i].nr_untraced);
 	}
 }
 
@@ -269,6 +284,7 @@ static int status_one(const struct trace_state *ts, const char *name)
 	printf("Threads:         %u\n", t->nr_threads);
 	printf("Records:         %llu\n", (unsigned long long)t->nr_records);
 	printf("Lost:            %s\n", lost);
+	print_untraced("Untraced:        ", t->nr_untraced);
 	printf("Buffer size:     %s\n", size);
 	printf("Since:           %s\n", since);
 	return EXIT_OK;
@@ -309,6 +325,7 @@ static int trace_status(int argc, char **argv)
 	printf("Threads:         %u\n", st->nr_threads);
 	printf("Events recorded: %llu\n", (unsigned long long)st->nr_events);
 	printf("Events lost:     %s\n", lost);
+	print_untraced("Untraced:        ", st->nr_untraced);
 	printf("Buffer size:     %s\n", size);
 	printf("Depth:           %u\n", st->depth);
 	if (ts.nr_tracers)

@@ -249,7 +249,7 @@ struct sd_trace_status {
 	uint64_t nr_lost;
 	uint64_t buffer_size;
 	uint32_t depth;
-	uint32_t pad;
+	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
 };
 
 /* payload of SD_OP_STAT_READ */
@@ -328,7 +328,7 @@ struct sd_trace_tracer {
 	uint64_t since;	     /* when it was started last, seconds since the epoch; 0: never */
 	uint64_t buffer_size;
 	uint32_t nr_threads;
-	uint32_t pad;
+	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
 };
 
 _Static_assert(sizeof(struct sd_trace_tracer) == 80, "trace tracer layout");

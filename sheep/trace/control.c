@@ -375,6 +375,30 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 	return 0;
 }
 
+/*
+ * Give back the buffers of tracer @id's older sessions that the new one
+ * will not reuse (grown rings, tables of another size), before its threads
+ * ask for new ones: its session is bumped, so once the world is stopped
+ * no thread outside a hook will touch them again. 0 or -ETIMEDOUT.
+ */
+static int reclaim_buffers(unsigned id)
+{
+	uint64_t freed = 0;
+	int ret;
+
+	__atomic_store_n(&trace_drop_mask, TRACER_BIT(id), __ATOMIC_RELEASE);
+	trace_thread_drop_stale(); /* ours: the other threads' in the handler */
+	ret = trace_stw_stop();
+	if (ret == 0) {
+		freed = tbuf_reclaim(id);
+		trace_stw_release();
+	}
+	__atomic_store_n(&trace_drop_mask, 0, __ATOMIC_RELEASE);
+	if (freed)
+		sd_debug("%llu bytes of trace buffers freed", (unsigned long long)freed);
+	return ret;
+}
+
 static int trace_start(const struct sd_req *req, const char *data)
 {
 	const struct tracer_ops *tracer;
@@ -427,7 +451,16 @@ static int trace_start(const struct sd_req *req, const char *data)
 		goto out_free;
 	}
 	set_words(id, want, root);
+	__atomic_store_n(&trace_nr_nobuf[id], 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&trace_hot.session[id], 1, __ATOMIC_RELEASE);
+	ret = reclaim_buffers(id);
+	if (ret < 0) {
+		clear_words(TRACER_BIT(id));
+		tracer->stop();
+		sd_err("cannot start tracing: %s", strerror(-ret));
+		ret = errno_to_res(ret);
+		goto out_free;
+	}
 	/* off the fast path before a site of another tracer can be patched */
 	__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
 	__atomic_or_fetch(&trace_hot.active, TRACER_BIT(id), __ATOMIC_RELEASE);
@@ -559,6 +592,7 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 	st.nr_sites_patched = trace_site_on ? nr_patched_all() : 0;
 	st.nr_sites_total = (uint32_t)trace_nr_sites;
 	tbuf_counts((unsigned)last_started, &st.nr_threads, &st.nr_events, &st.nr_lost);
+	st.nr_untraced = __atomic_load_n(&trace_nr_nobuf[last_started], __ATOMIC_RELAXED);
 	st.buffer_size = tstate[last_started].buffer_size ? tstate[last_started].buffer_size
 							  : TRACE_DEFAULT_BUFFER;
 	st.depth = trace_hot.depth_limit;
@@ -576,6 +610,7 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 								: SD_TRACE_STATE_OFF;
 		tt.nr_sites_patched = tstate[id].nr_patched;
 		tbuf_counts(id, &tt.nr_threads, &tt.nr_records, &tt.nr_lost);
+		tt.nr_untraced = __atomic_load_n(&trace_nr_nobuf[id], __ATOMIC_RELAXED);
 		tt.since = tstate[id].since;
 		tt.buffer_size =
 		    tstate[id].buffer_size ? tstate[id].buffer_size : TRACE_DEFAULT_BUFFER;

@@ -16,10 +16,19 @@
  * written shows the previous lap and is dropped.
  *
  * Buffers are allocated by their thread on its first traced call of a
- * session (signals blocked), pushed onto a global list with one CAS and
- * never freed: a buffer whose thread exited is reused by a later thread
- * with the same size. Sessions are numbered; a buffer left from an older
- * session is reset by its owner before use and ignored by readers.
+ * session (signals blocked) and pushed onto a global list with one CAS. A
+ * buffer whose thread exited is reused by a later thread with the same
+ * size. Sessions are numbered; a buffer left from an older session is
+ * reset by its owner before use and ignored by readers.
+ *
+ * Freeing: at each start of a tracer (tbuf_reclaim), once its session is
+ * bumped and the world is stopped, every thread that is not inside a hook
+ * has dropped its references to that tracer's older buffers (hook.c), so
+ * a buffer that nobody owns is unreachable from the hot path: it is
+ * unlinked and unmapped, unless it fits the new session exactly (kept for
+ * reuse). Grown rings and profile tables of other sizes go back to the
+ * system; the records of a stopped tracer stay readable until its next
+ * start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,12 +44,13 @@
 #include "trace_priv.h"
 
 static struct tbuf *tbuf_list;
-static uint64_t tbuf_total; /* bytes of ring pages populated, under TRACE_MAX_TOTAL */
+static uint64_t tbuf_total; /* bytes of ring pages populated, under trace_max_total */
+uint64_t trace_max_total = TRACE_MAX_TOTAL;
 
 /* take len bytes of the total budget: false when they do not fit */
 static bool budget_take(uint64_t len)
 {
-	if (__atomic_add_fetch(&tbuf_total, len, __ATOMIC_RELAXED) <= TRACE_MAX_TOTAL)
+	if (__atomic_add_fetch(&tbuf_total, len, __ATOMIC_RELAXED) <= trace_max_total)
 		return true;
 	__atomic_sub_fetch(&tbuf_total, len, __ATOMIC_RELAXED);
 	return false;
@@ -249,6 +259,48 @@ void tbuf_reap(void)
 			__atomic_compare_exchange_n(&b->owner, &tid, 0, false, __ATOMIC_ACQ_REL,
 						    __ATOMIC_RELAXED);
 	}
+}
+
+bool tbuf_reusable(const struct tbuf *b, uint64_t nr_records, uint64_t max_records)
+{
+	if (max_records < nr_records)
+		max_records = nr_records;
+	/* as it is: not grown, the size the new session starts with */
+	return b->mask + 1 == nr_records && b->map_nr == max_records;
+}
+
+/* the pages of a buffer counted in the total */
+static uint64_t tbuf_populated(const struct tbuf *b)
+{
+	return sizeof(struct tbuf) + (b->mask + 1) * sizeof(struct trace_rec);
+}
+
+uint64_t tbuf_reclaim(unsigned id)
+{
+	uint64_t nr = trace_hot.nr_records[id], max = trace_hot.max_records[id], freed = 0;
+	uint32_t session = trace_hot.session[id];
+	struct tbuf **pp = &tbuf_list, *b;
+
+	while ((b = *pp)) {
+		if (b->tracer != id || b->session == session ||
+		    __atomic_load_n(&b->owner, __ATOMIC_ACQUIRE) || tbuf_reusable(b, nr, max)) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		freed += tbuf_populated(b);
+		__atomic_sub_fetch(&tbuf_total, tbuf_populated(b), __ATOMIC_RELAXED);
+		munmap(b, b->map_len);
+	}
+	return freed;
+}
+
+void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs)
+{
+	*bytes = __atomic_load_n(&tbuf_total, __ATOMIC_RELAXED);
+	*nr_bufs = 0;
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		(*nr_bufs)++;
 }
 
 static bool tbuf_current(const struct tbuf *b, unsigned id)

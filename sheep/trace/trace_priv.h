@@ -42,6 +42,7 @@
  * that session, so --buffer-size times the threads cannot eat the memory.
  */
 #define TRACE_MAX_TOTAL (512ULL << 20)
+extern uint64_t trace_max_total; /* TRACE_MAX_TOTAL; tests lower it */
 #define TRACE_STW_TIMEOUT_MS 1000
 
 /* ---- sites (site.c, symbol.c) ---- */
@@ -129,8 +130,9 @@ struct trace_rec {
  * the thread's recursion guard held (hook.c): a signal handler that
  * interrupts a push runs no hook of its own, so the push is never
  * interleaved with another one on the same buffer. Buffers are on a global
- * list and never freed; a buffer of a thread that exited keeps its records
- * until the next session reuses it.
+ * list; a buffer of a thread that exited keeps its records until the next
+ * start of its tracer, which reuses it (same size) or frees it
+ * (tbuf_reclaim).
  */
 struct tbuf {
 	struct tbuf *next;
@@ -261,6 +263,18 @@ struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id);
 int tbuf_grow(struct tbuf *b);
 /* Mark buffers of threads that exited as reusable (control path). */
 void tbuf_reap(void);
+/*
+ * At a start of tracer @id (its session already bumped), with the world
+ * stopped and every thread's stale references dropped
+ * (trace_thread_drop_stale): free each buffer of @id from an older session
+ * that no thread holds, unless a thread of the new session can reuse it
+ * as it is (tbuf_reusable). Returns the bytes given back.
+ */
+uint64_t tbuf_reclaim(unsigned id);
+/* a buffer of an older session that the new one of its tracer takes as it is */
+bool tbuf_reusable(const struct tbuf *b, uint64_t nr_records, uint64_t max_records);
+/* bytes of ring pages populated (under trace_max_total), buffers on the list */
+void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs);
 /* Counters of tracer @id's current session. */
 void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
 /* Call @fn on each buffer of tracer @id's current session. */
@@ -303,6 +317,17 @@ uintptr_t trace_exit_hook(uintptr_t sp);
 uintptr_t trace_real_return(const uintptr_t *slot);
 /* shadow stack depth of the calling thread (tests) */
 unsigned trace_shadow_depth(void);
+/*
+ * Reclaiming buffers: the controller sets trace_drop_mask (TRACER_BIT()s)
+ * and stops the world; each thread, from the stop-the-world handler (or
+ * the controller itself), drops its references to buffers of those
+ * tracers from an older session and disowns them, unless it was stopped
+ * inside a hook (trace_thread_drop_stale; async-signal-safe).
+ */
+extern uint32_t trace_drop_mask;
+void trace_thread_drop_stale(void);
+/* per tracer: threads not traced in its session for want of buffer memory */
+extern uint32_t trace_nr_nobuf[TRACE_MAX_TRACERS];
 
 /* ---- tracers (tracer.c) ---- */
 
