@@ -561,13 +561,13 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 	if (fmt == SD_TRACE_FMT_CSV)
 		printf(id == SD_TRACER_FUNCTION ? "tid,ts_ns,function,caller\n"
 						: "tid,depth,function,entry_ns,duration_ns\n");
-	for (uint64_t round = 0;; round++) {
+	for (uint64_t handle = 0;;) {
 		char *line, *save = NULL;
 
 		collie_init_req(&hdr, SD_OP_TRACE_FOLLOW);
 		hdr.data_length = FOLLOW_CHUNK;
 		hdr.trace.tracer_flags = id;
-		hdr.trace.offset = round ? 1 : 0;
+		hdr.trace.offset = handle; /* 0 the first time: a new follower */
 		if (collie_exec(&hdr, buf, 0, FOLLOW_CHUNK, &rsp)) {
 			ret = EXIT_SYSFAIL;
 			break;
@@ -577,6 +577,7 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 			ret = collie_exit_code((int)rsp.result);
 			break;
 		}
+		handle = rsp.trace.generation;
 		buf[min_t(uint32_t, rsp.data_length, FOLLOW_CHUNK)] = '\0';
 		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 			follow_line(fmt, line);

@@ -88,6 +88,10 @@ static int errno_to_res(int err)
 		return SD_RES_INVALID_PARMS;
 	case -EIO:
 		return SD_RES_TRACE_BROKEN;
+	case -EBUSY:
+		return SD_RES_TRACE_FOLLOWERS;
+	case -ESTALE:
+		return SD_RES_TRACE_FOLLOW_GONE;
 	default:
 		return SD_RES_SYSTEM_ERROR;
 	}
@@ -676,6 +680,7 @@ static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *d
 {
 	unsigned id =
 	    req->trace.tracer_flags ? req->trace.tracer_flags - 1 : (unsigned)last_started;
+	uint64_t handle;
 	size_t len = 0;
 	int ret;
 
@@ -685,10 +690,12 @@ static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *d
 		return SD_RES_NO_TRACER;
 	if (id != TRACER_GRAPH && id != TRACER_FUNCTION)
 		return SD_RES_INVALID_PARMS;
-	ret = trace_follow(id, req->trace.offset == 0, data, req->data_length, &len);
+	handle = req->trace.offset;
+	ret = trace_follow(id, &handle, data, req->data_length, &len);
 	if (ret < 0)
 		return errno_to_res(ret);
 	rsp->data_length = (uint32_t)len;
+	rsp->trace.generation = handle;
 	return SD_RES_SUCCESS;
 }
 

@@ -179,7 +179,7 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->inside = 0;
 	b->top = NULL;
 	b->pending = NULL;
-	b->followed = 0;
+	memset(b->followed, 0, sizeof(b->followed));
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */

@@ -44,6 +44,8 @@
 #define TRACE_MAX_TOTAL (512ULL << 20)
 extern uint64_t trace_max_total; /* TRACE_MAX_TOTAL; tests lower it */
 #define TRACE_STW_TIMEOUT_MS 1000
+#define TRACE_MAX_FOLLOWERS 4	   /* cat --follow readers at once (follow.c) */
+#define TRACE_FOLLOW_IDLE_SEC 30 /* a follower silent this long gives its slot up */
 
 /* ---- sites (site.c, symbol.c) ---- */
 
@@ -143,7 +145,7 @@ struct tbuf {
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
 	uint64_t *pending; /* profile: a histogram count still to bump */
-	uint64_t followed; /* records before this one were streamed (follow.c) */
+	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
 	unsigned shift;	  /* log2 nr of records */
@@ -531,11 +533,13 @@ extern const char *const trace_thread_worker_only[];
 /* ---- streaming (follow.c) ---- */
 
 /*
- * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the last call
- * (@restart: since the oldest one still held), as lines into @buf (at most
- * @len bytes); *@out_len is what was written. 0 or -errno.
+ * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the follower
+ * *@handle's last call (*@handle 0: a new follower, from the oldest record
+ * still held; its handle is stored there), as lines into @buf (at most
+ * @len bytes); *@out_len is what was written. 0, -EBUSY (every slot taken),
+ * -ESTALE (the handle's slot went to another follower) or -EINVAL.
  */
-int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len);
+int trace_follow(unsigned id, uint64_t *handle, char *buf, size_t len, size_t *out_len);
 
 /* ---- output (render.c) ---- */
 
