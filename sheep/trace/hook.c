@@ -129,7 +129,6 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	e->word = word;
 	e->mask = hijack;
 	e->ts = now;
-	e->child = 0;
 	th->depth = depth + 1;
 	*parent = ip;
 	for (uint32_t m = hijack; m; m &= m - 1) {
@@ -209,9 +208,16 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		e->mask = TRACE_FRAME_THRESH;
 		e->ts = trace_rdtsc();
 	} else {
-		e->mask = TRACE_FRAME_PROFILE;
-		e->word = *trace_site_word(site);
-		e->child = 0;
+		struct trace_frame *p = depth ? e - 1 : NULL;
+		uint32_t session = b->session;
+
+		e->ent = trace_prof_ent_of(b, TRACE_WORD_INDEX(*trace_site_word(site)));
+		e->mask = likely(e->ent) ? TRACE_FRAME_PROFILE : TRACE_FRAME_NONE;
+		e->word = session;
+		/* the caller: a profiled call of this session, or none */
+		e->pchild = p && p->mask == TRACE_FRAME_PROFILE && p->word == session
+				? &p->ent->child
+				: &b->child_sink;
 		e->ts = trace_rdtsc();
 	}
 	ret = TRACE_HOOK_TRACED;
@@ -354,7 +360,8 @@ static __attribute__((noinline)) void exit_general(struct trace_thread *th, stru
 {
 	uint64_t now = trace_rdtsc();
 
-	for (uint32_t m = e->mask; m; m &= m - 1) {
+	/* the tracers' bits only (not TRACE_FRAME_NONE) */
+	for (uint32_t m = e->mask & (TRACER_BIT(TRACE_MAX_TRACERS) - 1); m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 		struct tbuf *b = th->bufs[id];
 
@@ -404,10 +411,9 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 	} else if (e->mask == TRACE_FRAME_PROFILE) {
 		uint64_t now = trace_rdtsc();
 
-		b = th->bufs[TRACER_PROFILE];
-		if (buf_ready(b, TRACER_PROFILE))
-			trace_profile_exit(
-			    b, e, d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL, now);
+		/* begun in this session: the thread's buffer is the one of its entry */
+		if (likely(e->word == trace_hot.session[TRACER_PROFILE]))
+			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now);
 	} else {
 		exit_general(th, e, d - 1);
 	}

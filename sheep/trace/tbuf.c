@@ -83,6 +83,43 @@ void trace_clock_calibrate(void)
 		trace_clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 	clk_tsc0 = t0;
 	clk_ns0 = n0;
+	trace_prof_bkts_init();
+}
+
+struct trace_prof_bkt trace_prof_bkts[64];
+
+/* what the lzcnt encoding answers for @v on this CPU (bsr's where it has no lzcnt) */
+static unsigned lzcnt_insn(uint64_t v)
+{
+	uint64_t r;
+
+	__asm__("lzcnt %1, %0" : "=r"(r) : "r"(v) : "cc");
+	return (unsigned)(r & 63);
+}
+
+void trace_prof_bkts_init(void)
+{
+	for (unsigned j = 0; j < 64; j++) {
+		uint64_t lo = j ? 1ULL << j : 0, hi = j < 63 ? (2ULL << j) - 1 : UINT64_MAX;
+		struct trace_prof_bkt *t = &trace_prof_bkts[lzcnt_insn(lo | 1)];
+		uint64_t a = lo, b = hi;
+
+		t->lo = trace_prof_bucket_ref(lo);
+		t->hi = trace_prof_bucket_ref(hi);
+		t->bnd = UINT64_MAX;
+		if (t->lo == t->hi)
+			continue;
+		/* the first tick count of the octave in the higher bucket */
+		while (a < b) {
+			uint64_t mid = a + (b - a) / 2;
+
+			if (trace_prof_bucket_ref(mid) == t->lo)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		t->bnd = a;
+	}
 }
 
 uint64_t trace_tsc_to_ns(uint64_t tsc)
@@ -178,7 +215,8 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->nr_overflow = 0;
 	b->inside = 0;
 	b->top = NULL;
-	b->pending = NULL;
+	b->pend_ent = NULL;
+	b->prof_len = trace_prof_len(b);
 	memset(b->followed, 0, sizeof(b->followed));
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
@@ -332,10 +370,8 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 
 			head = 0;
 			lost = 0;
-			const uint64_t *pend = __atomic_load_n(&b->pending, __ATOMIC_RELAXED);
-
 			for (size_t i = 0; i < trace_prof_len(b); i++)
-				head += trace_prof_calls(&t[i], pend);
+				head += trace_prof_calls(b, &t[i]);
 		}
 		if (id == TRACER_FUNCTION || id == TRACER_THREAD || id == TRACER_LOOP) {
 			head /= 2;

@@ -144,7 +144,11 @@ struct tbuf {
 	uint32_t on_main; /* its thread is the main one (its tid is the pid) */
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
-	uint64_t *pending; /* profile: a histogram count still to bump */
+	/* profile: the thread's last call, counted in the table at its next one */
+	struct trace_prof_ent *pend_ent; /* NULL: none */
+	uint64_t pend_dur;
+	uint64_t child_sink; /* profile: what a call without a profiled caller adds to */
+	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
 	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
@@ -203,6 +207,7 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
 #define TRACE_FAST_PROFILE 3
 #define TRACE_FRAME_THRESH (1U << 8)
 #define TRACE_FRAME_PROFILE (1U << 9)
+#define TRACE_FRAME_NONE (1U << 10) /* nothing to do at its exit */
 
 /* hot configuration, read by the hooks */
 struct trace_hot {
@@ -347,8 +352,17 @@ struct trace_frame {
 	uint32_t word;		    /* the site word at entry */
 	uint32_t mask;		    /* the tracers this call went to */
 	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
-	uint64_t child;		    /* profile: ticks spent in profiled children */
-	struct trace_frame *parent; /* profile: the enclosing profiled frame */
+	/*
+	 * profile's fast path: where the call's duration is added as a child's
+	 * time, the child field of its caller's entry in the table (or the
+	 * buffer's sink); word holds the session the call began in
+	 */
+	uint64_t *pchild;
+	union {
+		struct trace_frame *parent;  /* profile: the enclosing profiled frame */
+		struct trace_prof_ent *ent; /* profile's fast path: the site's entry */
+	};
+	uint64_t spare; /* 64 bytes: a frame's address is a shift away */
 };
 
 /* what a start asks of a tracer */
@@ -428,35 +442,97 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 /*
  * One site's figures in one thread's table; times in TSC ticks. The calls
- * are the sum of the histogram (plus the thread's pending count): one
- * increment less per call.
+ * are the sum of the histogram (plus the thread's pending call): one
+ * increment less per call. The self time is total - child: child sums the
+ * durations of the profiled calls made directly inside this function's
+ * calls (each call adds its duration to its caller's entry), which is the
+ * sum over its calls of their children's time: no per-call subtraction.
  */
 struct trace_prof_ent {
 	uint64_t total;
-	uint64_t self;
-	uint64_t min;
+	uint64_t child;
+	uint64_t nmin; /* ~min: 0 is "none yet", and the update is one compare */
 	uint64_t max;
 	uint64_t hist[TRACE_PROF_BUCKETS];
 	uint64_t pad[4];
 };
 
-/* calls counted in @t, and in the owner's pending count @pending */
-static inline uint64_t trace_prof_calls(const struct trace_prof_ent *t, const uint64_t *pending)
-{
-	uint64_t n = 0;
+extern uint64_t trace_clk_mult;
 
-	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++) {
+/* the histogram bucket of a call of @dur ticks: log2 of its ns (the definition) */
+static inline unsigned trace_prof_bucket_ref(uint64_t dur)
+{
+	uint64_t ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
+	unsigned k = 63 - (unsigned)__builtin_clzll(ns | 1);
+
+	return k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1;
+}
+
+/*
+ * The same from a table, without the multiply: the ticks' octave (found
+ * with one lzcnt) holds at most one bucket boundary, at @bnd ticks: below
+ * it the bucket is @lo, from it @hi. Built at calibration, indexed by what
+ * the lzcnt instruction returns on this CPU (it is bsr's encoding with a
+ * prefix: a CPU without it gets a table indexed by bsr's answer).
+ */
+struct trace_prof_bkt {
+	uint64_t bnd;
+	uint32_t lo, hi;
+};
+extern struct trace_prof_bkt trace_prof_bkts[64];
+void trace_prof_bkts_init(void);
+
+static inline __attribute__((always_inline)) unsigned trace_prof_bucket(uint64_t dur)
+{
+	const struct trace_prof_bkt *t;
+	uint64_t i;
+
+	__asm__("lzcnt %1, %0" : "=r"(i) : "r"(dur | 1) : "cc");
+	t = &trace_prof_bkts[i]; /* lzcnt or bsr of a non-zero value: 0..63 */
+	return dur >= t->bnd ? t->hi : t->lo;
+}
+
+/* count a call of @dur ticks in entry @t */
+static inline __attribute__((always_inline)) void trace_prof_add(struct trace_prof_ent *t,
+								 uint64_t dur)
+{
+	if (~dur > t->nmin)
+		t->nmin = ~dur;
+	if (dur > t->max)
+		t->max = dur;
+	t->total += dur;
+	t->hist[trace_prof_bucket(dur)]++;
+}
+
+/* the shortest call of entry @t (0 if none) */
+static inline uint64_t trace_prof_min(const struct trace_prof_ent *t)
+{
+	return t->nmin ? ~t->nmin : 0;
+}
+
+/* the self time of entry @t */
+static inline uint64_t trace_prof_self(const struct trace_prof_ent *t)
+{
+	return t->total > t->child ? t->total - t->child : 0;
+}
+
+/*
+ * The calls counted in @t of buffer @b's table, with the pending one. A
+ * reader on another thread may count a call twice or miss one while the
+ * owner moves its pending call into the table (a live view).
+ */
+static inline uint64_t trace_prof_calls(const struct tbuf *b, const struct trace_prof_ent *t)
+{
+	uint64_t n = __atomic_load_n(&b->pend_ent, __ATOMIC_RELAXED) == t;
+
+	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
 		n += __atomic_load_n(&t->hist[k], __ATOMIC_RELAXED);
-		if (pending == &t->hist[k])
-			n++;
-	}
 	return n;
 }
 
 /* the sites profiled, by profile index (control.c sets them before a start) */
 extern uint32_t *trace_prof_sites;
 extern size_t trace_nr_prof_sites;
-extern uint64_t trace_clk_mult;
 
 /* entries of a profile table (the buffer of one thread) */
 static inline __attribute__((always_inline)) size_t trace_prof_len(const struct tbuf *b)
@@ -465,45 +541,67 @@ static inline __attribute__((always_inline)) size_t trace_prof_len(const struct 
 }
 
 /*
- * A profiled call returns at TSC @now: count it in the thread's table and
- * in the children of @parent, its innermost profiled caller (NULL: none).
- * Times in ticks; the histogram in ns. The parent is found two ways: with
- * other tracers about, a chain through the frames (profile.c); profile
- * alone (the hooks' fast path), every frame on the shadow stack is a
- * profiled one, so the parent is the frame just below.
+ * A profiled call of duration @dur (ticks), to count in entry @t of its
+ * thread's table @b. Its duration comes from the clock read just before:
+ * the table's work on it (compares, the bucket's lzcnt and table, stores
+ * to an address known last) would hold up everything after it. So the call
+ * waits in the buffer (pend_*) and is counted at the thread's next profiled
+ * return, whose own clock read it then overlaps; readers add the pending
+ * call.
+ */
+static inline __attribute__((always_inline)) void
+trace_profile_count(struct tbuf *b, struct trace_prof_ent *t, uint64_t dur)
+{
+	struct trace_prof_ent *prev = b->pend_ent;
+
+	if (likely(prev))
+		trace_prof_add(prev, b->pend_dur);
+	b->pend_dur = dur;
+	__atomic_store_n(&b->pend_ent, t, __ATOMIC_RELAXED);
+}
+
+/* the entry of profile index @idx in @b's table, NULL if it has none */
+static inline __attribute__((always_inline)) struct trace_prof_ent *
+trace_prof_ent_of(const struct tbuf *b, uint32_t idx)
+{
+	if (unlikely(idx >= b->prof_len))
+		return NULL; /* an index of another session than the table's */
+	return (struct trace_prof_ent *)b->recs + idx;
+}
+
+/*
+ * Beside other tracers (profile.c): a profiled call returns at TSC @now;
+ * count it and add it to the children of @parent, its innermost profiled
+ * caller (NULL: none), found through a chain of the frames.
  */
 static inline __attribute__((always_inline)) void
 trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *parent, uint64_t now)
 {
-	uint32_t idx = TRACE_WORD_INDEX(f->word);
-	struct trace_prof_ent *t;
-	uint64_t dur = now - f->ts, ns;
-	unsigned k;
+	struct trace_prof_ent *t = trace_prof_ent_of(b, TRACE_WORD_INDEX(f->word)), *pt;
+	uint64_t dur = now - f->ts;
 
-	if (parent)
-		parent->child += dur;
-	/* a call that began in an older session may not fit this table */
-	if (unlikely((uint64_t)(idx + 1) * (sizeof(*t) / sizeof(struct trace_rec)) > b->mask + 1))
+	if (!t)
 		return;
-	t = &((struct trace_prof_ent *)b->recs)[idx];
-	/* min 0 is "none yet": 0 - 1 is the largest value (a 0 tick call keeps 0) */
-	if (dur - 1 < t->min - 1)
-		t->min = dur;
-	if (dur > t->max)
-		t->max = dur;
-	t->total += dur;
-	t->self += dur > f->child ? dur - f->child : 0;
-	/*
-	 * The bucket is known late (after the clock read): its count is
-	 * bumped at the thread's next profiled return, from an address then
-	 * loaded early (a store to an address known late here made every
-	 * later load wait: +7 ns per call). Readers add the pending one.
-	 */
-	if (b->pending)
-		(*b->pending)++;
-	ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
-	k = 63 - (unsigned)__builtin_clzll(ns | 1);
-	b->pending = &t->hist[k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1];
+	if (parent && (pt = trace_prof_ent_of(b, TRACE_WORD_INDEX(parent->word))))
+		pt->child += dur;
+	trace_profile_count(b, t, dur);
+}
+
+/*
+ * Profile alone (the hooks' fast path): the entry found the site's entry
+ * of the table (f->ent; a frame without one is TRACE_FRAME_NONE), where to
+ * add the call as a child (f->pchild) and noted the session (f->word): the
+ * exit only reads the clock, adds, and leaves the call pending. Counted
+ * only if the call began in the current session (its table is then still
+ * the thread's, @b).
+ */
+static inline __attribute__((always_inline)) void
+trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now)
+{
+	uint64_t dur = now - f->ts;
+
+	*f->pchild += dur;
+	trace_profile_count(b, f->ent, dur);
 }
 
 /* ---- the loop checker (loop.c) ---- */
