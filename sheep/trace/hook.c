@@ -42,6 +42,7 @@ struct trace_thread {
 	uint32_t in_hook; /* recursion guard */
 	uint32_t tid;
 	uint32_t pad;
+	uint64_t prof_run; /* profile's fast path: see trace_profile_exit_fast */
 	struct tbuf *bufs[TRACE_MAX_TRACERS];
 	/* the session of each tracer in which this thread is not traced by it */
 	uint32_t nobuf_session[TRACE_MAX_TRACERS];
@@ -208,16 +209,10 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		e->mask = TRACE_FRAME_THRESH;
 		e->ts = trace_rdtsc();
 	} else {
-		struct trace_frame *p = depth ? e - 1 : NULL;
-		uint32_t session = b->session;
-
 		e->ent = trace_prof_ent_of(b, TRACE_WORD_INDEX(*trace_site_word(site)));
 		e->mask = likely(e->ent) ? TRACE_FRAME_PROFILE : TRACE_FRAME_NONE;
-		e->word = session;
-		/* the caller: a profiled call of this session, or none */
-		e->pchild = p && p->mask == TRACE_FRAME_PROFILE && p->word == session
-				? &p->ent->child
-				: &b->child_sink;
+		e->word = b->session;
+		e->total0 = th->prof_run;
 		e->ts = trace_rdtsc();
 	}
 	ret = TRACE_HOOK_TRACED;
@@ -413,7 +408,7 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 
 		/* begun in this session: the thread's buffer is the one of its entry */
 		if (likely(e->word == trace_hot.session[TRACER_PROFILE]))
-			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now);
+			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now, &th->prof_run);
 	} else {
 		exit_general(th, e, d - 1);
 	}

@@ -147,7 +147,6 @@ struct tbuf {
 	/* profile: the thread's last call, counted in the table at its next one */
 	struct trace_prof_ent *pend_ent; /* NULL: none */
 	uint64_t pend_dur;
-	uint64_t child_sink; /* profile: what a call without a profiled caller adds to */
 	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
 	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
@@ -353,11 +352,11 @@ struct trace_frame {
 	uint32_t mask;		    /* the tracers this call went to */
 	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
 	/*
-	 * profile's fast path: where the call's duration is added as a child's
-	 * time, the child field of its caller's entry in the table (or the
-	 * buffer's sink); word holds the session the call began in
+	 * profile's fast path: the thread's running total of profiled time
+	 * (trace_thread.prof_total) at entry; word holds the session the call
+	 * began in
 	 */
-	uint64_t *pchild;
+	uint64_t total0;
 	union {
 		struct trace_frame *parent;  /* profile: the enclosing profiled frame */
 		struct trace_prof_ent *ent; /* profile's fast path: the site's entry */
@@ -589,18 +588,23 @@ trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *pa
 
 /*
  * Profile alone (the hooks' fast path): the entry found the site's entry
- * of the table (f->ent; a frame without one is TRACE_FRAME_NONE), where to
- * add the call as a child (f->pchild) and noted the session (f->word): the
- * exit only reads the clock, adds, and leaves the call pending. Counted
- * only if the call began in the current session (its table is then still
- * the thread's, @b).
+ * of the table (f->ent; a frame without one is TRACE_FRAME_NONE) and noted
+ * the session (f->word) and *@run (f->total0), a running total that each
+ * profiled return sets to its value at the call's entry plus the call's
+ * duration. What it grew by since this call's entry is the duration of
+ * the profiled calls made directly inside this one: added to the entry's
+ * child, it gives the self time (total - child), no parent frame looked
+ * at. The exit reads the
+ * clock, adds, and leaves the call pending. Counted only if the call began
+ * in the current session (its table is then still the thread's, @b).
  */
 static inline __attribute__((always_inline)) void
-trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now)
+trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now, uint64_t *run)
 {
-	uint64_t dur = now - f->ts;
+	uint64_t dur = now - f->ts, inner = *run - f->total0;
 
-	*f->pchild += dur;
+	*run = f->total0 + dur;
+	f->ent->child += inner < dur ? inner : dur;
 	trace_profile_count(b, f->ent, dur);
 }
 
