@@ -230,6 +230,15 @@ static void fmt_lost(uint64_t lost, uint64_t total, char *buf, size_t len)
 			 (unsigned long long)(tenths % 10));
 }
 
+/* threads a tracer did not trace for want of buffer memory, if any */
+static void print_untraced(const char *label, uint32_t n)
+{
+	if (n)
+		printf("%s%u thread%s (the total for every ring, 512 MiB, was taken: a smaller "
+		       "--buffer-size traces them)\n",
+		       label, n, n == 1 ? "" : "s");
+}
+
 static void print_tracers(const struct trace_state *ts)
 {
 	printf("\n  %-10s %-6s %9s %7s %12s  %-8s %s\n", "TRACER", "STATE", "FUNCTIONS", "THREADS",
@@ -243,6 +252,12 @@ static void print_tracers(const struct trace_state *ts)
 		printf("  %-10s %-6s %9u %7u %12llu  %-8s %s\n", t->name, state_str(t->state),
 		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records, since,
 		       lost);
+	}
+	for (int i = 0; i < ts->nr_tracers; i++) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "  %s did not trace ", ts->tracers[i].name);
+		print_untraced(label, ts->tracers[i].nr_untraced);
 	}
 }
 
@@ -269,6 +284,7 @@ static int status_one(const struct trace_state *ts, const char *name)
 	printf("Threads:         %u\n", t->nr_threads);
 	printf("Records:         %llu\n", (unsigned long long)t->nr_records);
 	printf("Lost:            %s\n", lost);
+	print_untraced("Untraced:        ", t->nr_untraced);
 	printf("Buffer size:     %s\n", size);
 	printf("Since:           %s\n", since);
 	return EXIT_OK;
@@ -309,6 +325,7 @@ static int trace_status(int argc, char **argv)
 	printf("Threads:         %u\n", st->nr_threads);
 	printf("Events recorded: %llu\n", (unsigned long long)st->nr_events);
 	printf("Events lost:     %s\n", lost);
+	print_untraced("Untraced:        ", st->nr_untraced);
 	printf("Buffer size:     %s\n", size);
 	printf("Depth:           %u\n", st->depth);
 	if (ts.nr_tracers)
@@ -544,13 +561,13 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 	if (fmt == SD_TRACE_FMT_CSV)
 		printf(id == SD_TRACER_FUNCTION ? "tid,ts_ns,function,caller\n"
 						: "tid,depth,function,entry_ns,duration_ns\n");
-	for (uint64_t round = 0;; round++) {
+	for (uint64_t handle = 0;;) {
 		char *line, *save = NULL;
 
 		collie_init_req(&hdr, SD_OP_TRACE_FOLLOW);
 		hdr.data_length = FOLLOW_CHUNK;
 		hdr.trace.tracer_flags = id;
-		hdr.trace.offset = round ? 1 : 0;
+		hdr.trace.offset = handle; /* 0 the first time: a new follower */
 		if (collie_exec(&hdr, buf, 0, FOLLOW_CHUNK, &rsp)) {
 			ret = EXIT_SYSFAIL;
 			break;
@@ -560,6 +577,7 @@ static int trace_follow(uint32_t fmt, uint32_t id)
 			ret = collie_exit_code((int)rsp.result);
 			break;
 		}
+		handle = rsp.trace.generation;
 		buf[min_t(uint32_t, rsp.data_length, FOLLOW_CHUNK)] = '\0';
 		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 			follow_line(fmt, line);

@@ -111,6 +111,8 @@
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
 #define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
 #define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
+#define SD_RES_TRACE_FOLLOWERS 0x92 /* every follower slot of the trace is taken */
+#define SD_RES_TRACE_FOLLOW_GONE 0x93 /* this follower's slot went to another */
 /*
  * A peer could not be reached (connect, send or receive failed). Never on
  * the wire: the gateway retries on a new ring, then answers SD_RES_EIO.
@@ -196,6 +198,7 @@ struct sd_recovery_info {
  *                          main thread, and on a worker (repeatable)
  *     thread=KIND          trace only the threads of one kind: main, or the
  *                          first word of a thread's name (io, peer, ...)
+ *   A payload without the WRITE flag is refused (SD_RES_INVALID_PARMS).
  *   SD_RES_TRACE_BUSY if that tracer runs already, SD_RES_NO_TRACER if there
  *   is none of that name, SD_RES_NO_MATCH if a pattern set chose nothing.
  * TRACE_STOP: no payload: stop every tracer; or (flag WRITE) a tracer name:
@@ -214,12 +217,17 @@ struct sd_recovery_info {
  *   counts of calls taking [2^k, 2^(k+1)) ns, k = 0..39 (the last bucket
  *   holds every longer call too).
  * TRACE_FOLLOW: req.trace.tracer_flags as for READ (graph or function),
- *   req.trace.offset 0 to start from the oldest record still held, 1 to go
- *   on from the previous FOLLOW; data_length = the most text wanted. The
- *   answer holds whole lines, one per record, each sent once:
+ *   req.trace.offset 0 to become a new follower, from the oldest record still
+ *   held, or the follower's handle (rsp.trace.generation of its previous
+ *   answer) to go on where it left; data_length = the most text wanted.
+ *   Several followers (up to 4) run at once, each with its own cursor; one
+ *   that stays silent for 30 s gives its slot to a new one
+ *   (SD_RES_TRACE_FOLLOWERS when every slot is busy, SD_RES_TRACE_FOLLOW_GONE
+ *   for a handle whose slot was given away). The answer holds whole lines,
+ *   one per record, each sent once to each follower:
  *     "E tid depth ts_ns name" and "X tid depth ts_ns name" (graph entry and
  *     exit), "F tid ts_ns name caller" (function), "L tid count" (records
- *     overwritten before they could be sent). One follower at a time.
+ *     overwritten before they could be sent).
  */
 #define SD_TRACE_FMT_GRAPH 0
 #define SD_TRACE_FMT_FOLDED 1
@@ -248,7 +256,7 @@ struct sd_trace_status {
 	uint64_t nr_lost;
 	uint64_t buffer_size;
 	uint32_t depth;
-	uint32_t pad;
+	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
 };
 
 /* payload of SD_OP_STAT_READ */
@@ -327,7 +335,7 @@ struct sd_trace_tracer {
 	uint64_t since;	     /* when it was started last, seconds since the epoch; 0: never */
 	uint64_t buffer_size;
 	uint32_t nr_threads;
-	uint32_t pad;
+	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
 };
 
 _Static_assert(sizeof(struct sd_trace_tracer) == 80, "trace tracer layout");

@@ -46,6 +46,8 @@ static const char *const messages[] = {
 	[SD_RES_BUFFER_SMALL] = "the answer does not fit in the buffer given",
 	[SD_RES_NO_TRACER] = "no such tracer",
 	[SD_RES_TRACE_OFF] = "that tracer is not running",
+	[SD_RES_TRACE_FOLLOWERS] = "too many followers of the trace (4 at once)",
+	[SD_RES_TRACE_FOLLOW_GONE] = "this follower was silent too long: its cursor went to another",
 	[SD_RES_NETWORK] = "cannot reach a peer node",
 	[SD_RES_ACCESS_DENIED] = "access denied: this address may not run that operation "
 				 "(see sheep --admin-allow)",

@@ -10,6 +10,8 @@ set -e
 PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev"
 PKGS="$PKGS python3 iproute2 systemd librsvg2-bin prometheus"
 PKGS="$PKGS qemu-utils libnbd-bin nbdkit"
+# tests/bench/trace-overhead: the user-space anchor of the tracer's costs
+PKGS="$PKGS uftrace valgrind"
 # clang: the libFuzzer harnesses (script/fuzz, configure --enable-fuzz)
 PKGS="$PKGS clang"
 # apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt

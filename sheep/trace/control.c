@@ -88,6 +88,10 @@ static int errno_to_res(int err)
 		return SD_RES_INVALID_PARMS;
 	case -EIO:
 		return SD_RES_TRACE_BROKEN;
+	case -EBUSY:
+		return SD_RES_TRACE_FOLLOWERS;
+	case -ESTALE:
+		return SD_RES_TRACE_FOLLOW_GONE;
 	default:
 		return SD_RES_SYSTEM_ERROR;
 	}
@@ -152,9 +156,10 @@ static int add_pat(const char **v, size_t *nr, const char *p)
 	return SD_RES_SUCCESS;
 }
 
-static int parse_option(struct start_args *a, const char *s)
+/* option @s, whose '=' is at @eq */
+static int parse_option(struct start_args *a, const char *s, const char *eq)
 {
-	const char *v = strchr(s, '=') + 1;
+	const char *v = eq + 1;
 	char *end;
 
 	if (!strncmp(s, "notrace=", 8))
@@ -193,11 +198,11 @@ static int parse_start(const char *data, size_t len, struct start_args *a)
 	a->tracer = data;
 	off = strlen(data) + 1;
 	while (off < len) {
-		const char *s = data + off;
+		const char *s = data + off, *eq = strchr(s, '=');
 		int ret = SD_RES_SUCCESS;
 
-		if (strchr(s, '='))
-			ret = parse_option(a, s);
+		if (eq)
+			ret = parse_option(a, s, eq);
 		else if (*s) /* an empty pattern selects nothing: ignore it */
 			ret = add_pat(a->pats, &a->nr_pats, s);
 		if (ret != SD_RES_SUCCESS)
@@ -374,6 +379,30 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 	return 0;
 }
 
+/*
+ * Give back the buffers of tracer @id's older sessions that the new one
+ * will not reuse (grown rings, tables of another size), before its threads
+ * ask for new ones: its session is bumped, so once the world is stopped
+ * no thread outside a hook will touch them again. 0 or -ETIMEDOUT.
+ */
+static int reclaim_buffers(unsigned id)
+{
+	uint64_t freed = 0;
+	int ret;
+
+	__atomic_store_n(&trace_drop_mask, TRACER_BIT(id), __ATOMIC_RELEASE);
+	trace_thread_drop_stale(); /* ours: the other threads' in the handler */
+	ret = trace_stw_stop();
+	if (ret == 0) {
+		freed = tbuf_reclaim(id);
+		trace_stw_release();
+	}
+	__atomic_store_n(&trace_drop_mask, 0, __ATOMIC_RELEASE);
+	if (freed)
+		sd_debug("%llu bytes of trace buffers freed", (unsigned long long)freed);
+	return ret;
+}
+
 static int trace_start(const struct sd_req *req, const char *data)
 {
 	const struct tracer_ops *tracer;
@@ -426,7 +455,16 @@ static int trace_start(const struct sd_req *req, const char *data)
 		goto out_free;
 	}
 	set_words(id, want, root);
+	__atomic_store_n(&trace_nr_nobuf[id], 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&trace_hot.session[id], 1, __ATOMIC_RELEASE);
+	ret = reclaim_buffers(id);
+	if (ret < 0) {
+		clear_words(TRACER_BIT(id));
+		tracer->stop();
+		sd_err("cannot start tracing: %s", strerror(-ret));
+		ret = errno_to_res(ret);
+		goto out_free;
+	}
 	/* off the fast path before a site of another tracer can be patched */
 	__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
 	__atomic_or_fetch(&trace_hot.active, TRACER_BIT(id), __ATOMIC_RELEASE);
@@ -558,6 +596,7 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 	st.nr_sites_patched = trace_site_on ? nr_patched_all() : 0;
 	st.nr_sites_total = (uint32_t)trace_nr_sites;
 	tbuf_counts((unsigned)last_started, &st.nr_threads, &st.nr_events, &st.nr_lost);
+	st.nr_untraced = __atomic_load_n(&trace_nr_nobuf[last_started], __ATOMIC_RELAXED);
 	st.buffer_size = tstate[last_started].buffer_size ? tstate[last_started].buffer_size
 							  : TRACE_DEFAULT_BUFFER;
 	st.depth = trace_hot.depth_limit;
@@ -575,6 +614,7 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 								: SD_TRACE_STATE_OFF;
 		tt.nr_sites_patched = tstate[id].nr_patched;
 		tbuf_counts(id, &tt.nr_threads, &tt.nr_records, &tt.nr_lost);
+		tt.nr_untraced = __atomic_load_n(&trace_nr_nobuf[id], __ATOMIC_RELAXED);
 		tt.since = tstate[id].since;
 		tt.buffer_size =
 		    tstate[id].buffer_size ? tstate[id].buffer_size : TRACE_DEFAULT_BUFFER;
@@ -640,6 +680,7 @@ static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *d
 {
 	unsigned id =
 	    req->trace.tracer_flags ? req->trace.tracer_flags - 1 : (unsigned)last_started;
+	uint64_t handle;
 	size_t len = 0;
 	int ret;
 
@@ -649,10 +690,12 @@ static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *d
 		return SD_RES_NO_TRACER;
 	if (id != TRACER_GRAPH && id != TRACER_FUNCTION)
 		return SD_RES_INVALID_PARMS;
-	ret = trace_follow(id, req->trace.offset == 0, data, req->data_length, &len);
+	handle = req->trace.offset;
+	ret = trace_follow(id, &handle, data, req->data_length, &len);
 	if (ret < 0)
 		return errno_to_res(ret);
 	rsp->data_length = (uint32_t)len;
+	rsp->trace.generation = handle;
 	return SD_RES_SUCCESS;
 }
 
@@ -667,6 +710,16 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	if (init_state != INIT_DONE && req->opcode != SD_OP_TRACE_STATUS &&
 	    req->opcode != SD_OP_TRACE_READ && req->opcode != SD_OP_TRACE_FOLLOW) {
 		ret = init_state == INIT_FAILED ? SD_RES_TRACE_BROKEN : SD_RES_NO_SUPPORT;
+		goto out_unlock;
+	}
+	/*
+	 * START and STOP read their payload: without the WRITE flag the
+	 * buffer was never filled from the wire (it may hold an earlier
+	 * request's bytes), so parse nothing.
+	 */
+	if ((req->opcode == SD_OP_TRACE_START || req->opcode == SD_OP_TRACE_STOP) &&
+	    req->data_length && !(req->flags & SD_FLAG_CMD_WRITE)) {
+		ret = SD_RES_INVALID_PARMS;
 		goto out_unlock;
 	}
 	switch (req->opcode) {

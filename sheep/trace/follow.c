@@ -1,11 +1,17 @@
 /*
  * Streaming (collie debug trace cat --follow, ftrace's trace_pipe): each
- * SD_OP_TRACE_FOLLOW returns the records written since the previous one,
- * one line each, and moves each buffer's cursor (tbuf->followed) past what
- * it sent. A record is sent once. Records the ring overwrote before they
- * were sent are counted in an "L" line; a slot reserved but not yet written
- * ends the batch of its thread (it is sent next time). When the answer is
- * full, the cursor stays at the first record that did not fit.
+ * SD_OP_TRACE_FOLLOW of a follower returns the records written since its
+ * previous one, one line each, and moves the follower's cursor in each
+ * buffer (tbuf->followed[slot]) past what it sent. Up to
+ * TRACE_MAX_FOLLOWERS followers run at once, each in a slot of its own
+ * and named by a handle (a generation and the slot): every follower gets
+ * every record once. A follower that stays silent TRACE_FOLLOW_IDLE_SEC
+ * (its collie was killed) gives its slot to the next new one; its handle
+ * is refused from then on. Records the ring overwrote before they were sent
+ * are counted in an "L" line; a slot reserved but not yet written ends the
+ * batch of its thread (it is sent next time). When the answer is full, the
+ * cursor stays at the first record that did not fit. All of it runs on the
+ * control path, under the trace lock.
  *
  * Lines (collie pairs entries and exits and renders them):
  *   E tid depth ts_ns name        graph: an entry
@@ -16,15 +22,32 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "trace_priv.h"
 
 struct follow {
 	char *buf;
 	size_t len, used;
-	bool restart;
+	unsigned slot;
 	bool full;
 };
+
+/* the followers, by slot */
+static struct follower {
+	uint64_t handle; /* 0: the slot is free */
+	unsigned tracer;
+	uint64_t last; /* seconds (CLOCK_MONOTONIC) of its last call */
+} followers[TRACE_MAX_FOLLOWERS];
+static uint64_t follow_gen;
+
+static uint64_t now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
 
 /* one line into the answer; false (and nothing written) when it does not fit */
 static bool put_line(struct follow *f, const char *fmt, ...) __printf(2, 3);
@@ -88,7 +111,7 @@ static int follow_one(struct tbuf *b, void *arg)
 	uint64_t nr_slots = b->mask + 1;
 	uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
 	uint64_t first = head > nr_slots ? head - nr_slots : 0;
-	uint64_t i = f->restart ? first : b->followed;
+	uint64_t i = b->followed[f->slot];
 
 	if (i < first) {
 		if (!put_line(f, "L %u %llu\n", b->owner, (unsigned long long)(first - i)))
@@ -127,16 +150,63 @@ static int follow_one(struct tbuf *b, void *arg)
 			break;
 		i += n;
 	}
-	b->followed = i;
+	b->followed[f->slot] = i;
 	return f->full;
 }
 
-int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len)
+/* a new follower starts at the oldest record each buffer still holds */
+static int follow_from_oldest(struct tbuf *b, void *arg)
 {
-	struct follow f = { buf, len, 0, restart, false };
+	const unsigned *slot = arg;
+	uint64_t nr_slots = b->mask + 1;
+	uint64_t head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+
+	b->followed[*slot] = head > nr_slots ? head - nr_slots : 0;
+	return 0;
+}
+
+/* a slot for a new follower of tracer @id: a free one, or one long silent */
+static int follow_new(unsigned id, uint64_t now, uint64_t *handle)
+{
+	unsigned slot = TRACE_MAX_FOLLOWERS;
+
+	for (unsigned s = 0; s < TRACE_MAX_FOLLOWERS; s++) {
+		if (!followers[s].handle) {
+			slot = s;
+			break;
+		}
+		if (now - followers[s].last >= TRACE_FOLLOW_IDLE_SEC && slot == TRACE_MAX_FOLLOWERS)
+			slot = s;
+	}
+	if (slot == TRACE_MAX_FOLLOWERS)
+		return -EBUSY;
+	followers[slot].handle = ++follow_gen << 8 | slot;
+	followers[slot].tracer = id;
+	followers[slot].last = now;
+	tbuf_for_each_mut(id, follow_from_oldest, &slot);
+	*handle = followers[slot].handle;
+	return 0;
+}
+
+int trace_follow(unsigned id, uint64_t *handle, char *buf, size_t len, size_t *out_len)
+{
+	struct follow f = { buf, len, 0, 0, false };
+	uint64_t now = now_sec();
+	int ret;
 
 	if (!len)
 		return -EINVAL;
+	if (!*handle) {
+		ret = follow_new(id, now, handle);
+		if (ret < 0)
+			return ret;
+	}
+	f.slot = (unsigned)(*handle & 0xff);
+	if (f.slot >= TRACE_MAX_FOLLOWERS || followers[f.slot].handle != *handle)
+		return -ESTALE;
+	if (followers[f.slot].tracer != id)
+		return -EINVAL;
+	followers[f.slot].last = now;
 	tbuf_for_each_mut(id, follow_one, &f);
 	*out_len = f.used;
 	return 0;

@@ -42,6 +42,7 @@ struct trace_thread {
 	uint32_t in_hook; /* recursion guard */
 	uint32_t tid;
 	uint32_t pad;
+	uint64_t prof_run; /* profile's fast path: see trace_profile_exit_fast */
 	struct tbuf *bufs[TRACE_MAX_TRACERS];
 	/* the session of each tracer in which this thread is not traced by it */
 	uint32_t nobuf_session[TRACE_MAX_TRACERS];
@@ -100,8 +101,6 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	if (unlikely(mask & TRACER_BIT(TRACER_LOOP)) && th->bufs[TRACER_LOOP]->inside &&
 	    trace_is_handler(*parent))
 		return TRACE_HOOK_SLOW;
-	th->in_hook = 1;
-	__asm__ volatile("" ::: "memory");
 	now = trace_rdtsc();
 	for (uint32_t m = mask; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
@@ -131,7 +130,6 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	e->word = word;
 	e->mask = hijack;
 	e->ts = now;
-	e->child = 0;
 	th->depth = depth + 1;
 	*parent = ip;
 	for (uint32_t m = hijack; m; m &= m - 1) {
@@ -139,12 +137,8 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 
 		trace_tracers[id]->entry(th->bufs[id], e, depth);
 	}
-	__asm__ volatile("" ::: "memory");
-	th->in_hook = 0;
 	return TRACE_HOOK_TRACED;
 out_untraced:
-	__asm__ volatile("" ::: "memory");
-	th->in_hook = 0;
 	return TRACE_HOOK_UNTRACED;
 }
 
@@ -167,27 +161,41 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 {
 	struct trace_thread *th = &self;
 	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
-	uint32_t depth = th->depth, fast = trace_hot.fast;
-	unsigned id = fast_id(fast);
+	uint32_t depth, fast;
 	struct trace_frame *e;
 	struct tbuf *b;
+	unsigned id;
+	int ret = TRACE_HOOK_UNTRACED;
 
 	if (unlikely(th->in_hook))
 		return TRACE_HOOK_UNTRACED;
-	if (unlikely(fast == TRACE_FAST_NONE))
-		return trace_hot.active ? entry_general(th, ip, parent, site) : TRACE_HOOK_UNTRACED;
+	/*
+	 * The guard goes up before any buffer is looked at: a stop-the-world
+	 * that finds it down may take the thread's stale buffers away
+	 * (trace_thread_drop_stale).
+	 */
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	depth = th->depth;
+	fast = trace_hot.fast;
+	id = fast_id(fast);
+	if (unlikely(fast == TRACE_FAST_NONE)) {
+		if (trace_hot.active)
+			ret = entry_general(th, ip, parent, site);
+		goto out;
+	}
 	b = th->bufs[id];
 	/* no buffer yet in this session, or a ring to grow before it wraps */
-	if (unlikely(!buf_ready(b, id) || b->head >= b->grow_at))
-		return th->nobuf_session[id] != trace_hot.session[id] ? TRACE_HOOK_SLOW
-								      : TRACE_HOOK_UNTRACED;
+	if (unlikely(!buf_ready(b, id) || b->head >= b->grow_at)) {
+		if (th->nobuf_session[id] != trace_hot.session[id])
+			ret = TRACE_HOOK_SLOW;
+		goto out;
+	}
 	if (unlikely(depth >= trace_hot.depth_limit)) {
 		if (depth >= TRACE_MAX_DEPTH)
 			b->nr_overflow++;
-		return TRACE_HOOK_UNTRACED;
+		goto out;
 	}
-	th->in_hook = 1;
-	__asm__ volatile("" ::: "memory");
 	e = &th->stack[depth];
 	e->ret = *parent;
 	e->site = site;
@@ -201,14 +209,17 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		e->mask = TRACE_FRAME_THRESH;
 		e->ts = trace_rdtsc();
 	} else {
-		e->mask = TRACE_FRAME_PROFILE;
-		e->word = *trace_site_word(site);
-		e->child = 0;
+		e->ent = trace_prof_ent_of(b, TRACE_WORD_INDEX(*trace_site_word(site)));
+		e->mask = likely(e->ent) ? TRACE_FRAME_PROFILE : TRACE_FRAME_NONE;
+		e->word = b->session;
+		e->total0 = th->prof_run;
 		e->ts = trace_rdtsc();
 	}
+	ret = TRACE_HOOK_TRACED;
+out:
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
-	return TRACE_HOOK_TRACED;
+	return ret;
 }
 
 /*
@@ -219,20 +230,26 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 int trace_func_hook(uintptr_t ip, uintptr_t ret)
 {
 	struct trace_thread *th = &self;
-	struct tbuf *b = th->bufs[TRACER_FUNCTION];
+	struct tbuf *b;
+	int r = TRACE_HOOK_UNTRACED;
 
-	if (unlikely(th->in_hook || !(trace_hot.active & TRACER_BIT(TRACER_FUNCTION))))
+	if (unlikely(th->in_hook))
 		return TRACE_HOOK_UNTRACED;
-	if (unlikely(!buf_ready(b, TRACER_FUNCTION) || b->head >= b->grow_at))
-		return th->nobuf_session[TRACER_FUNCTION] != trace_hot.session[TRACER_FUNCTION]
-			   ? TRACE_HOOK_SLOW
-			   : TRACE_HOOK_UNTRACED;
-	th->in_hook = 1;
+	th->in_hook = 1; /* before the buffer is looked at, as in trace_entry_hook */
 	__asm__ volatile("" ::: "memory");
+	b = th->bufs[TRACER_FUNCTION];
+	if (unlikely(!(trace_hot.active & TRACER_BIT(TRACER_FUNCTION))))
+		goto out;
+	if (unlikely(!buf_ready(b, TRACER_FUNCTION) || b->head >= b->grow_at)) {
+		if (th->nobuf_session[TRACER_FUNCTION] != trace_hot.session[TRACER_FUNCTION])
+			r = TRACE_HOOK_SLOW;
+		goto out;
+	}
 	trace_function_record(b, trace_rdtsc(), ip - TRACE_INSN_SIZE, ret);
+out:
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
-	return TRACE_HOOK_UNTRACED;
+	return r;
 }
 
 char trace_thread_kind[TRACE_MAX_TRACERS][16];
@@ -286,8 +303,14 @@ static void get_buffers(struct trace_thread *th, uint32_t mask, const uintptr_t 
 		}
 		if (th->nobuf_session[id] == session)
 			continue;
-		th->bufs[id] =
-		    thread_wanted(id, th->tid) ? tbuf_get(th->bufs[id], th->tid, id) : NULL;
+		if (thread_wanted(id, th->tid)) {
+			th->bufs[id] = tbuf_get(th->bufs[id], th->tid, id);
+			/* the total of every ring is taken: said by the status */
+			if (!th->bufs[id])
+				__atomic_add_fetch(&trace_nr_nobuf[id], 1, __ATOMIC_RELAXED);
+		} else {
+			th->bufs[id] = NULL;
+		}
 		if (!th->bufs[id])
 			th->nobuf_session[id] = session;
 	}
@@ -332,7 +355,8 @@ static __attribute__((noinline)) void exit_general(struct trace_thread *th, stru
 {
 	uint64_t now = trace_rdtsc();
 
-	for (uint32_t m = e->mask; m; m &= m - 1) {
+	/* the tracers' bits only (not TRACE_FRAME_NONE) */
+	for (uint32_t m = e->mask & (TRACER_BIT(TRACE_MAX_TRACERS) - 1); m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 		struct tbuf *b = th->bufs[id];
 
@@ -382,10 +406,9 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 	} else if (e->mask == TRACE_FRAME_PROFILE) {
 		uint64_t now = trace_rdtsc();
 
-		b = th->bufs[TRACER_PROFILE];
-		if (buf_ready(b, TRACER_PROFILE))
-			trace_profile_exit(
-			    b, e, d > 1 && e[-1].mask == TRACE_FRAME_PROFILE ? e - 1 : NULL, now);
+		/* begun in this session: the thread's buffer is the one of its entry */
+		if (likely(e->word == trace_hot.session[TRACER_PROFILE]))
+			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now, &th->prof_run);
 	} else {
 		exit_general(th, e, d - 1);
 	}
@@ -393,6 +416,28 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = saved_guard;
 	return ret;
+}
+
+uint32_t trace_drop_mask;
+uint32_t trace_nr_nobuf[TRACE_MAX_TRACERS];
+
+void trace_thread_drop_stale(void)
+{
+	struct trace_thread *th = &self;
+	uint32_t mask = __atomic_load_n(&trace_drop_mask, __ATOMIC_ACQUIRE);
+
+	/* inside a hook: it may hold a buffer in a register, leave them all */
+	if (!mask || th->in_hook)
+		return;
+	for (; mask; mask &= mask - 1) {
+		unsigned id = (unsigned)__builtin_ctz(mask);
+		struct tbuf *b = th->bufs[id];
+
+		if (!b || __atomic_load_n(&b->session, __ATOMIC_ACQUIRE) == trace_hot.session[id])
+			continue;
+		th->bufs[id] = NULL;
+		__atomic_store_n(&b->owner, 0, __ATOMIC_RELEASE);
+	}
 }
 
 uintptr_t trace_real_return(const uintptr_t *slot)

@@ -141,6 +141,8 @@ static void stw_handler(int sig, siginfo_t *si, void *uc)
 	if (!(g & 1) || stw_acked == g)
 		goto out;
 	stw_acked = g;
+	/* before we count as parked: the controller frees what we drop */
+	trace_thread_drop_stale();
 	__atomic_fetch_add(&stw_parked, 1, __ATOMIC_SEQ_CST);
 	futex(&stw_parked, FUTEX_WAKE_PRIVATE, 1, NULL);
 	while (__atomic_load_n(&stw_gen, __ATOMIC_ACQUIRE) == g)

@@ -43,7 +43,6 @@ static void profile_entry(struct tbuf *b, struct trace_frame *f, unsigned depth)
 
 	/* a top at or above us was left by a longjmp: it is no parent of ours */
 	f->parent = top && top < f ? top : NULL;
-	f->child = 0;
 	b->top = f;
 }
 
@@ -72,29 +71,37 @@ struct prof_sum {
 	size_t nr;
 };
 
-/* a thread's table into the sum, with the count the thread has pending */
+/* a thread's table into the sum, with the call the thread has pending */
 static void add_table(const struct tbuf *b, void *arg)
 {
 	const struct trace_prof_ent *t = (const struct trace_prof_ent *)b->recs;
 	struct prof_sum *sum = arg;
 	size_t n = trace_prof_len(b) < sum->nr ? trace_prof_len(b) : sum->nr;
-	const uint64_t *pend = __atomic_load_n(&b->pending, __ATOMIC_RELAXED);
+	const struct trace_prof_ent *pend = __atomic_load_n(&b->pend_ent, __ATOMIC_RELAXED);
+	struct trace_prof_ent p;
 
 	for (size_t i = 0; i < n; i++) {
 		struct trace_prof_ent *s = &sum->ents[i];
-		uint64_t calls = trace_prof_calls(&t[i], pend);
+		const struct trace_prof_ent *e = &t[i];
+		uint64_t calls = trace_prof_calls(b, e);
 
 		if (!calls)
 			continue;
-		if (!sum->calls[i] || t[i].min < s->min)
-			s->min = t[i].min;
-		if (t[i].max > s->max)
-			s->max = t[i].max;
+		if (pend == e) {
+			/* the pending call counted in a copy */
+			p = *e;
+			trace_prof_add(&p, b->pend_dur);
+			e = &p;
+		}
+		if (e->nmin > s->nmin)
+			s->nmin = e->nmin;
+		if (e->max > s->max)
+			s->max = e->max;
 		sum->calls[i] += calls;
-		s->total += t[i].total;
-		s->self += t[i].self;
+		s->total += e->total;
+		s->child += e->child;
 		for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
-			s->hist[k] += t[i].hist[k] + (pend == &t[i].hist[k]);
+			s->hist[k] += e->hist[k];
 	}
 }
 
@@ -125,14 +132,14 @@ static int profile_read(int fmt, struct trace_out *out)
 			continue;
 		if (fmt == SD_TRACE_FMT_FOLDED) {
 			tout_printf(out, "%s %llu\n", name,
-				    (unsigned long long)ticks_to_ns(s->self));
+				    (unsigned long long)ticks_to_ns(trace_prof_self(s)));
 			continue;
 		}
 		tout_printf(out, "%s %llu %llu %llu %llu %llu", name,
 			    (unsigned long long)sum.calls[i],
 			    (unsigned long long)ticks_to_ns(s->total),
-			    (unsigned long long)ticks_to_ns(s->self),
-			    (unsigned long long)ticks_to_ns(s->min),
+			    (unsigned long long)ticks_to_ns(trace_prof_self(s)),
+			    (unsigned long long)ticks_to_ns(trace_prof_min(s)),
 			    (unsigned long long)ticks_to_ns(s->max));
 		for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
 			tout_printf(out, " %llu", (unsigned long long)s->hist[k]);

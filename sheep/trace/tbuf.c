@@ -16,10 +16,19 @@
  * written shows the previous lap and is dropped.
  *
  * Buffers are allocated by their thread on its first traced call of a
- * session (signals blocked), pushed onto a global list with one CAS and
- * never freed: a buffer whose thread exited is reused by a later thread
- * with the same size. Sessions are numbered; a buffer left from an older
- * session is reset by its owner before use and ignored by readers.
+ * session (signals blocked) and pushed onto a global list with one CAS. A
+ * buffer whose thread exited is reused by a later thread with the same
+ * size. Sessions are numbered; a buffer left from an older session is
+ * reset by its owner before use and ignored by readers.
+ *
+ * Freeing: at each start of a tracer (tbuf_reclaim), once its session is
+ * bumped and the world is stopped, every thread that is not inside a hook
+ * has dropped its references to that tracer's older buffers (hook.c), so
+ * a buffer that nobody owns is unreachable from the hot path: it is
+ * unlinked and unmapped, unless it fits the new session exactly (kept for
+ * reuse). Grown rings and profile tables of other sizes go back to the
+ * system; the records of a stopped tracer stay readable until its next
+ * start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,12 +44,13 @@
 #include "trace_priv.h"
 
 static struct tbuf *tbuf_list;
-static uint64_t tbuf_total; /* bytes of ring pages populated, under TRACE_MAX_TOTAL */
+static uint64_t tbuf_total; /* bytes of ring pages populated, under trace_max_total */
+uint64_t trace_max_total = TRACE_MAX_TOTAL;
 
 /* take len bytes of the total budget: false when they do not fit */
 static bool budget_take(uint64_t len)
 {
-	if (__atomic_add_fetch(&tbuf_total, len, __ATOMIC_RELAXED) <= TRACE_MAX_TOTAL)
+	if (__atomic_add_fetch(&tbuf_total, len, __ATOMIC_RELAXED) <= trace_max_total)
 		return true;
 	__atomic_sub_fetch(&tbuf_total, len, __ATOMIC_RELAXED);
 	return false;
@@ -73,6 +83,43 @@ void trace_clock_calibrate(void)
 		trace_clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 	clk_tsc0 = t0;
 	clk_ns0 = n0;
+	trace_prof_bkts_init();
+}
+
+struct trace_prof_bkt trace_prof_bkts[64];
+
+/* what the lzcnt encoding answers for @v on this CPU (bsr's where it has no lzcnt) */
+static unsigned lzcnt_insn(uint64_t v)
+{
+	uint64_t r;
+
+	__asm__("lzcnt %1, %0" : "=r"(r) : "r"(v) : "cc");
+	return (unsigned)(r & 63);
+}
+
+void trace_prof_bkts_init(void)
+{
+	for (unsigned j = 0; j < 64; j++) {
+		uint64_t lo = j ? 1ULL << j : 0, hi = j < 63 ? (2ULL << j) - 1 : UINT64_MAX;
+		struct trace_prof_bkt *t = &trace_prof_bkts[lzcnt_insn(lo | 1)];
+		uint64_t a = lo, b = hi;
+
+		t->lo = trace_prof_bucket_ref(lo);
+		t->hi = trace_prof_bucket_ref(hi);
+		t->bnd = UINT64_MAX;
+		if (t->lo == t->hi)
+			continue;
+		/* the first tick count of the octave in the higher bucket */
+		while (a < b) {
+			uint64_t mid = a + (b - a) / 2;
+
+			if (trace_prof_bucket_ref(mid) == t->lo)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		t->bnd = a;
+	}
 }
 
 uint64_t trace_tsc_to_ns(uint64_t tsc)
@@ -168,8 +215,9 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->nr_overflow = 0;
 	b->inside = 0;
 	b->top = NULL;
-	b->pending = NULL;
-	b->followed = 0;
+	b->pend_ent = NULL;
+	b->prof_len = trace_prof_len(b);
+	memset(b->followed, 0, sizeof(b->followed));
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
@@ -251,6 +299,48 @@ void tbuf_reap(void)
 	}
 }
 
+bool tbuf_reusable(const struct tbuf *b, uint64_t nr_records, uint64_t max_records)
+{
+	if (max_records < nr_records)
+		max_records = nr_records;
+	/* as it is: not grown, the size the new session starts with */
+	return b->mask + 1 == nr_records && b->map_nr == max_records;
+}
+
+/* the pages of a buffer counted in the total */
+static uint64_t tbuf_populated(const struct tbuf *b)
+{
+	return sizeof(struct tbuf) + (b->mask + 1) * sizeof(struct trace_rec);
+}
+
+uint64_t tbuf_reclaim(unsigned id)
+{
+	uint64_t nr = trace_hot.nr_records[id], max = trace_hot.max_records[id], freed = 0;
+	uint32_t session = trace_hot.session[id];
+	struct tbuf **pp = &tbuf_list, *b;
+
+	while ((b = *pp)) {
+		if (b->tracer != id || b->session == session ||
+		    __atomic_load_n(&b->owner, __ATOMIC_ACQUIRE) || tbuf_reusable(b, nr, max)) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		freed += tbuf_populated(b);
+		__atomic_sub_fetch(&tbuf_total, tbuf_populated(b), __ATOMIC_RELAXED);
+		munmap(b, b->map_len);
+	}
+	return freed;
+}
+
+void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs)
+{
+	*bytes = __atomic_load_n(&tbuf_total, __ATOMIC_RELAXED);
+	*nr_bufs = 0;
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		(*nr_bufs)++;
+}
+
 static bool tbuf_current(const struct tbuf *b, unsigned id)
 {
 	return b->tracer == id &&
@@ -280,10 +370,8 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 
 			head = 0;
 			lost = 0;
-			const uint64_t *pend = __atomic_load_n(&b->pending, __ATOMIC_RELAXED);
-
 			for (size_t i = 0; i < trace_prof_len(b); i++)
-				head += trace_prof_calls(&t[i], pend);
+				head += trace_prof_calls(b, &t[i]);
 		}
 		if (id == TRACER_FUNCTION || id == TRACER_THREAD || id == TRACER_LOOP) {
 			head /= 2;
@@ -365,39 +453,46 @@ static void refresh_comm(struct tbuf_snap *s)
 	memcpy(s->comm, name, sizeof(s->comm));
 }
 
+/*
+ * The list only grows at its head: from one load of the head, the buffers
+ * are a fixed list. Count them, allocate the array once, then copy each
+ * buffer into its slot (or skip it if a new session reset it under us).
+ */
 int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps)
 {
-	struct tbuf_snap *s = NULL;
+	struct tbuf *head = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
+	struct tbuf_snap *s;
 	size_t n = 0, cap = 0;
 
-	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+	for (struct tbuf *b = head; b; b = b->next)
+		cap++;
+	s = calloc(cap ? cap : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (struct tbuf *b = head; b && n < cap; b = b->next) {
+		struct tbuf_snap *d = s + n;
+
 		if (!tbuf_current(b, id))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct tbuf_snap *t = realloc(s, ncap * sizeof(*t));
-
-			if (!t)
-				goto out_free;
-			s = t;
-			cap = ncap;
+		if (snap_one(b, d) < 0) {
+			tbuf_snapshot_free(s, n);
+			return -ENOMEM;
 		}
-		if (snap_one(b, &s[n]) < 0)
-			goto out_free;
-		/* reset under us by a new session: drop it */
-		if (!tbuf_current(b, id)) {
-			free(s[n].recs);
-			continue;
+		if (tbuf_current(b, id)) {
+			refresh_comm(d);
+			n++;
+		} else {
+			free(d->recs); /* reset under us: dropped */
+			d->recs = NULL;
 		}
-		refresh_comm(&s[n]);
-		n++;
 	}
-	*snaps = s;
+	/*
+	 * The count first: stored after the array is published, it could
+	 * (for gcc -fanalyzer) overwrite a record pointer in it.
+	 */
 	*nr_snaps = n;
+	*snaps = s;
 	return 0;
-out_free:
-	tbuf_snapshot_free(s, n);
-	return -ENOMEM;
 }
 
 void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps)

@@ -42,7 +42,10 @@
  * that session, so --buffer-size times the threads cannot eat the memory.
  */
 #define TRACE_MAX_TOTAL (512ULL << 20)
+extern uint64_t trace_max_total; /* TRACE_MAX_TOTAL; tests lower it */
 #define TRACE_STW_TIMEOUT_MS 1000
+#define TRACE_MAX_FOLLOWERS 4	   /* cat --follow readers at once (follow.c) */
+#define TRACE_FOLLOW_IDLE_SEC 30 /* a follower silent this long gives its slot up */
 
 /* ---- sites (site.c, symbol.c) ---- */
 
@@ -129,8 +132,9 @@ struct trace_rec {
  * the thread's recursion guard held (hook.c): a signal handler that
  * interrupts a push runs no hook of its own, so the push is never
  * interleaved with another one on the same buffer. Buffers are on a global
- * list and never freed; a buffer of a thread that exited keeps its records
- * until the next session reuses it.
+ * list; a buffer of a thread that exited keeps its records until the next
+ * start of its tracer, which reuses it (same size) or frees it
+ * (tbuf_reclaim).
  */
 struct tbuf {
 	struct tbuf *next;
@@ -140,8 +144,11 @@ struct tbuf {
 	uint32_t on_main; /* its thread is the main one (its tid is the pid) */
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
-	uint64_t *pending; /* profile: a histogram count still to bump */
-	uint64_t followed; /* records before this one were streamed (follow.c) */
+	/* profile: the thread's last call, counted in the table at its next one */
+	struct trace_prof_ent *pend_ent; /* NULL: none */
+	uint64_t pend_dur;
+	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
+	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
 	unsigned shift;	  /* log2 nr of records */
@@ -199,6 +206,7 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
 #define TRACE_FAST_PROFILE 3
 #define TRACE_FRAME_THRESH (1U << 8)
 #define TRACE_FRAME_PROFILE (1U << 9)
+#define TRACE_FRAME_NONE (1U << 10) /* nothing to do at its exit */
 
 /* hot configuration, read by the hooks */
 struct trace_hot {
@@ -261,6 +269,18 @@ struct tbuf *tbuf_get(struct tbuf *old, uint32_t tid, unsigned id);
 int tbuf_grow(struct tbuf *b);
 /* Mark buffers of threads that exited as reusable (control path). */
 void tbuf_reap(void);
+/*
+ * At a start of tracer @id (its session already bumped), with the world
+ * stopped and every thread's stale references dropped
+ * (trace_thread_drop_stale): free each buffer of @id from an older session
+ * that no thread holds, unless a thread of the new session can reuse it
+ * as it is (tbuf_reusable). Returns the bytes given back.
+ */
+uint64_t tbuf_reclaim(unsigned id);
+/* a buffer of an older session that the new one of its tracer takes as it is */
+bool tbuf_reusable(const struct tbuf *b, uint64_t nr_records, uint64_t max_records);
+/* bytes of ring pages populated (under trace_max_total), buffers on the list */
+void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs);
 /* Counters of tracer @id's current session. */
 void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
 /* Call @fn on each buffer of tracer @id's current session. */
@@ -303,6 +323,17 @@ uintptr_t trace_exit_hook(uintptr_t sp);
 uintptr_t trace_real_return(const uintptr_t *slot);
 /* shadow stack depth of the calling thread (tests) */
 unsigned trace_shadow_depth(void);
+/*
+ * Reclaiming buffers: the controller sets trace_drop_mask (TRACER_BIT()s)
+ * and stops the world; each thread, from the stop-the-world handler (or
+ * the controller itself), drops its references to buffers of those
+ * tracers from an older session and disowns them, unless it was stopped
+ * inside a hook (trace_thread_drop_stale; async-signal-safe).
+ */
+extern uint32_t trace_drop_mask;
+void trace_thread_drop_stale(void);
+/* per tracer: threads not traced in its session for want of buffer memory */
+extern uint32_t trace_nr_nobuf[TRACE_MAX_TRACERS];
 
 /* ---- tracers (tracer.c) ---- */
 
@@ -320,8 +351,17 @@ struct trace_frame {
 	uint32_t word;		    /* the site word at entry */
 	uint32_t mask;		    /* the tracers this call went to */
 	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
-	uint64_t child;		    /* profile: ticks spent in profiled children */
-	struct trace_frame *parent; /* profile: the enclosing profiled frame */
+	/*
+	 * profile's fast path: the thread's running total of profiled time
+	 * (trace_thread.prof_total) at entry; word holds the session the call
+	 * began in
+	 */
+	uint64_t total0;
+	union {
+		struct trace_frame *parent;  /* profile: the enclosing profiled frame */
+		struct trace_prof_ent *ent; /* profile's fast path: the site's entry */
+	};
+	uint64_t spare; /* 64 bytes: a frame's address is a shift away */
 };
 
 /* what a start asks of a tracer */
@@ -401,35 +441,97 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 /*
  * One site's figures in one thread's table; times in TSC ticks. The calls
- * are the sum of the histogram (plus the thread's pending count): one
- * increment less per call.
+ * are the sum of the histogram (plus the thread's pending call): one
+ * increment less per call. The self time is total - child: child sums the
+ * durations of the profiled calls made directly inside this function's
+ * calls (each call adds its duration to its caller's entry), which is the
+ * sum over its calls of their children's time: no per-call subtraction.
  */
 struct trace_prof_ent {
 	uint64_t total;
-	uint64_t self;
-	uint64_t min;
+	uint64_t child;
+	uint64_t nmin; /* ~min: 0 is "none yet", and the update is one compare */
 	uint64_t max;
 	uint64_t hist[TRACE_PROF_BUCKETS];
 	uint64_t pad[4];
 };
 
-/* calls counted in @t, and in the owner's pending count @pending */
-static inline uint64_t trace_prof_calls(const struct trace_prof_ent *t, const uint64_t *pending)
-{
-	uint64_t n = 0;
+extern uint64_t trace_clk_mult;
 
-	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++) {
+/* the histogram bucket of a call of @dur ticks: log2 of its ns (the definition) */
+static inline unsigned trace_prof_bucket_ref(uint64_t dur)
+{
+	uint64_t ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
+	unsigned k = 63 - (unsigned)__builtin_clzll(ns | 1);
+
+	return k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1;
+}
+
+/*
+ * The same from a table, without the multiply: the ticks' octave (found
+ * with one lzcnt) holds at most one bucket boundary, at @bnd ticks: below
+ * it the bucket is @lo, from it @hi. Built at calibration, indexed by what
+ * the lzcnt instruction returns on this CPU (it is bsr's encoding with a
+ * prefix: a CPU without it gets a table indexed by bsr's answer).
+ */
+struct trace_prof_bkt {
+	uint64_t bnd;
+	uint32_t lo, hi;
+};
+extern struct trace_prof_bkt trace_prof_bkts[64];
+void trace_prof_bkts_init(void);
+
+static inline __attribute__((always_inline)) unsigned trace_prof_bucket(uint64_t dur)
+{
+	const struct trace_prof_bkt *t;
+	uint64_t i;
+
+	__asm__("lzcnt %1, %0" : "=r"(i) : "r"(dur | 1) : "cc");
+	t = &trace_prof_bkts[i]; /* lzcnt or bsr of a non-zero value: 0..63 */
+	return dur >= t->bnd ? t->hi : t->lo;
+}
+
+/* count a call of @dur ticks in entry @t */
+static inline __attribute__((always_inline)) void trace_prof_add(struct trace_prof_ent *t,
+								 uint64_t dur)
+{
+	if (~dur > t->nmin)
+		t->nmin = ~dur;
+	if (dur > t->max)
+		t->max = dur;
+	t->total += dur;
+	t->hist[trace_prof_bucket(dur)]++;
+}
+
+/* the shortest call of entry @t (0 if none) */
+static inline uint64_t trace_prof_min(const struct trace_prof_ent *t)
+{
+	return t->nmin ? ~t->nmin : 0;
+}
+
+/* the self time of entry @t */
+static inline uint64_t trace_prof_self(const struct trace_prof_ent *t)
+{
+	return t->total > t->child ? t->total - t->child : 0;
+}
+
+/*
+ * The calls counted in @t of buffer @b's table, with the pending one. A
+ * reader on another thread may count a call twice or miss one while the
+ * owner moves its pending call into the table (a live view).
+ */
+static inline uint64_t trace_prof_calls(const struct tbuf *b, const struct trace_prof_ent *t)
+{
+	uint64_t n = __atomic_load_n(&b->pend_ent, __ATOMIC_RELAXED) == t;
+
+	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
 		n += __atomic_load_n(&t->hist[k], __ATOMIC_RELAXED);
-		if (pending == &t->hist[k])
-			n++;
-	}
 	return n;
 }
 
 /* the sites profiled, by profile index (control.c sets them before a start) */
 extern uint32_t *trace_prof_sites;
 extern size_t trace_nr_prof_sites;
-extern uint64_t trace_clk_mult;
 
 /* entries of a profile table (the buffer of one thread) */
 static inline __attribute__((always_inline)) size_t trace_prof_len(const struct tbuf *b)
@@ -438,45 +540,72 @@ static inline __attribute__((always_inline)) size_t trace_prof_len(const struct 
 }
 
 /*
- * A profiled call returns at TSC @now: count it in the thread's table and
- * in the children of @parent, its innermost profiled caller (NULL: none).
- * Times in ticks; the histogram in ns. The parent is found two ways: with
- * other tracers about, a chain through the frames (profile.c); profile
- * alone (the hooks' fast path), every frame on the shadow stack is a
- * profiled one, so the parent is the frame just below.
+ * A profiled call of duration @dur (ticks), to count in entry @t of its
+ * thread's table @b. Its duration comes from the clock read just before:
+ * the table's work on it (compares, the bucket's lzcnt and table, stores
+ * to an address known last) would hold up everything after it. So the call
+ * waits in the buffer (pend_*) and is counted at the thread's next profiled
+ * return, whose own clock read it then overlaps; readers add the pending
+ * call.
+ */
+static inline __attribute__((always_inline)) void
+trace_profile_count(struct tbuf *b, struct trace_prof_ent *t, uint64_t dur)
+{
+	struct trace_prof_ent *prev = b->pend_ent;
+
+	if (likely(prev))
+		trace_prof_add(prev, b->pend_dur);
+	b->pend_dur = dur;
+	__atomic_store_n(&b->pend_ent, t, __ATOMIC_RELAXED);
+}
+
+/* the entry of profile index @idx in @b's table, NULL if it has none */
+static inline __attribute__((always_inline)) struct trace_prof_ent *
+trace_prof_ent_of(const struct tbuf *b, uint32_t idx)
+{
+	if (unlikely(idx >= b->prof_len))
+		return NULL; /* an index of another session than the table's */
+	return (struct trace_prof_ent *)b->recs + idx;
+}
+
+/*
+ * Beside other tracers (profile.c): a profiled call returns at TSC @now;
+ * count it and add it to the children of @parent, its innermost profiled
+ * caller (NULL: none), found through a chain of the frames.
  */
 static inline __attribute__((always_inline)) void
 trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *parent, uint64_t now)
 {
-	uint32_t idx = TRACE_WORD_INDEX(f->word);
-	struct trace_prof_ent *t;
-	uint64_t dur = now - f->ts, ns;
-	unsigned k;
+	struct trace_prof_ent *t = trace_prof_ent_of(b, TRACE_WORD_INDEX(f->word)), *pt;
+	uint64_t dur = now - f->ts;
 
-	if (parent)
-		parent->child += dur;
-	/* a call that began in an older session may not fit this table */
-	if (unlikely((uint64_t)(idx + 1) * (sizeof(*t) / sizeof(struct trace_rec)) > b->mask + 1))
+	if (!t)
 		return;
-	t = &((struct trace_prof_ent *)b->recs)[idx];
-	/* min 0 is "none yet": 0 - 1 is the largest value (a 0 tick call keeps 0) */
-	if (dur - 1 < t->min - 1)
-		t->min = dur;
-	if (dur > t->max)
-		t->max = dur;
-	t->total += dur;
-	t->self += dur > f->child ? dur - f->child : 0;
-	/*
-	 * The bucket is known late (after the clock read): its count is
-	 * bumped at the thread's next profiled return, from an address then
-	 * loaded early (a store to an address known late here made every
-	 * later load wait: +7 ns per call). Readers add the pending one.
-	 */
-	if (b->pending)
-		(*b->pending)++;
-	ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
-	k = 63 - (unsigned)__builtin_clzll(ns | 1);
-	b->pending = &t->hist[k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1];
+	if (parent && (pt = trace_prof_ent_of(b, TRACE_WORD_INDEX(parent->word))))
+		pt->child += dur;
+	trace_profile_count(b, t, dur);
+}
+
+/*
+ * Profile alone (the hooks' fast path): the entry found the site's entry
+ * of the table (f->ent; a frame without one is TRACE_FRAME_NONE) and noted
+ * the session (f->word) and *@run (f->total0), a running total that each
+ * profiled return sets to its value at the call's entry plus the call's
+ * duration. What it grew by since this call's entry is the duration of
+ * the profiled calls made directly inside this one: added to the entry's
+ * child, it gives the self time (total - child), no parent frame looked
+ * at. The exit reads the
+ * clock, adds, and leaves the call pending. Counted only if the call began
+ * in the current session (its table is then still the thread's, @b).
+ */
+static inline __attribute__((always_inline)) void
+trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now, uint64_t *run)
+{
+	uint64_t dur = now - f->ts, inner = *run - f->total0;
+
+	*run = f->total0 + dur;
+	f->ent->child += inner < dur ? inner : dur;
+	trace_profile_count(b, f->ent, dur);
 }
 
 /* ---- the loop checker (loop.c) ---- */
@@ -506,11 +635,13 @@ extern const char *const trace_thread_worker_only[];
 /* ---- streaming (follow.c) ---- */
 
 /*
- * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the last call
- * (@restart: since the oldest one still held), as lines into @buf (at most
- * @len bytes); *@out_len is what was written. 0 or -errno.
+ * SD_OP_TRACE_FOLLOW: the records of tracer @id written since the follower
+ * *@handle's last call (*@handle 0: a new follower, from the oldest record
+ * still held; its handle is stored there), as lines into @buf (at most
+ * @len bytes); *@out_len is what was written. 0, -EBUSY (every slot taken),
+ * -ESTALE (the handle's slot went to another follower) or -EINVAL.
  */
-int trace_follow(unsigned id, bool restart, char *buf, size_t len, size_t *out_len);
+int trace_follow(unsigned id, uint64_t *handle, char *buf, size_t len, size_t *out_len);
 
 /* ---- output (render.c) ---- */
 

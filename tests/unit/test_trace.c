@@ -17,51 +17,19 @@
 
 int main(void);
 
-static const struct trace_site *site_of(void *fn)
-{
-	return trace_site_find((uintptr_t)fn);
-}
-
-/* the site jumps to its stub, whose first instruction calls the trampoline */
-static bool site_is_call(const struct trace_site *s)
-{
-	const uint8_t *p = (const uint8_t *)s->addr;
-	const uint8_t *stub = p - TRACE_STUB_SIZE;
-	int32_t rel, stub_rel;
-
-	memcpy(&rel, p + 1, sizeof(rel));
-	memcpy(&stub_rel, stub + 1, sizeof(stub_rel));
-	return p[0] == 0xe9 && p + 5 + rel == stub && stub[0] == 0xe8 &&
-	       (uintptr_t)stub + 5 + stub_rel == (uintptr_t)trace_entry_tramp;
-}
-
-static bool site_is_nop(const struct trace_site *s)
-{
-	return !memcmp((const void *)s->addr, trace_nop5, 5);
-}
-
-static size_t nr_sites_calling(void)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < trace_nr_sites; i++)
-		n += site_is_call(&trace_sites[i]);
-	return n;
-}
-
 START_TEST(test_site_table)
 {
 	ck_assert_uint_gt(trace_nr_sites, 10);
 	for (size_t i = 1; i < trace_nr_sites; i++)
 		ck_assert_uint_lt(trace_sites[i - 1].addr, trace_sites[i].addr);
 	for (size_t i = 0; i < trace_nr_sites; i++)
-		ck_assert(site_is_nop(&trace_sites[i]));
-	ck_assert_ptr_nonnull(site_of(tfn_leaf));
-	ck_assert_ptr_nonnull(site_of(tfn_fib));
+		ck_assert(tt_site_is_nop(&trace_sites[i]));
+	ck_assert_ptr_nonnull(tt_site_of(tfn_leaf));
+	ck_assert_ptr_nonnull(tt_site_of(tfn_fib));
 	ck_assert_ptr_null(trace_site_find((uintptr_t)tfn_leaf + 1));
 	/* the tracer itself carries no site */
-	ck_assert_ptr_null(site_of(trace_handle_op));
-	ck_assert_ptr_null(site_of(trace_entry_hook));
+	ck_assert_ptr_null(tt_site_of(trace_handle_op));
+	ck_assert_ptr_null(tt_site_of(trace_entry_hook));
 	ck_assert_uint_eq(trace_site_base, trace_sites[0].addr);
 	/* read-only once built */
 	ck_assert_int_eq(trace_has_wx_mapping(), false);
@@ -72,10 +40,10 @@ START_TEST(test_symbols)
 {
 	char buf[32];
 
-	ck_assert_str_eq(trace_site_name(site_of(tfn_leaf), 0, buf, sizeof(buf)), "tfn_leaf");
-	ck_assert_str_eq(trace_site_name(site_of(tfn_mid), 0, buf, sizeof(buf)), "tfn_mid");
-	ck_assert_str_eq(trace_site_name(site_of(tfn_fib), 0, buf, sizeof(buf)), "tfn_fib");
-	ck_assert_str_eq(trace_site_name(site_of(main), 0, buf, sizeof(buf)), "main");
+	ck_assert_str_eq(trace_site_name(tt_site_of(tfn_leaf), 0, buf, sizeof(buf)), "tfn_leaf");
+	ck_assert_str_eq(trace_site_name(tt_site_of(tfn_mid), 0, buf, sizeof(buf)), "tfn_mid");
+	ck_assert_str_eq(trace_site_name(tt_site_of(tfn_fib), 0, buf, sizeof(buf)), "tfn_fib");
+	ck_assert_str_eq(trace_site_name(tt_site_of(main), 0, buf, sizeof(buf)), "main");
 	ck_assert_str_eq(trace_site_name(NULL, 0x1234, buf, sizeof(buf)), "0x1234");
 }
 END_TEST
@@ -86,9 +54,9 @@ START_TEST(test_patch_unpatch)
 	struct sd_trace_status st;
 
 	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_SUCCESS);
-	ck_assert(site_is_call(site_of(tfn_leaf)));
-	ck_assert(site_is_nop(site_of(tfn_mid)));
-	ck_assert_uint_eq(nr_sites_calling(), 1);
+	ck_assert(tt_site_is_call(tt_site_of(tfn_leaf)));
+	ck_assert(tt_site_is_nop(tt_site_of(tfn_mid)));
+	ck_assert_uint_eq(tt_nr_sites_calling(), 1);
 	ck_assert_int_eq(trace_has_wx_mapping(), false);
 	ck_assert_int_eq(tfn_top(1), 5);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
@@ -99,9 +67,9 @@ START_TEST(test_patch_unpatch)
 	ck_assert_uint_eq(st.nr_events, 4);
 
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
-	ck_assert_uint_eq(nr_sites_calling(), 0);
+	ck_assert_uint_eq(tt_nr_sites_calling(), 0);
 	for (size_t i = 0; i < trace_nr_sites; i++)
-		ck_assert(site_is_nop(&trace_sites[i]));
+		ck_assert(tt_site_is_nop(&trace_sites[i]));
 	ck_assert_int_eq(trace_has_wx_mapping(), false);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.state, SD_TRACE_STATE_OFF);
@@ -116,11 +84,11 @@ END_TEST
 START_TEST(test_patch_all)
 {
 	ck_assert_int_eq(tt_start("graph", NULL, 0, 0), SD_RES_SUCCESS);
-	ck_assert_uint_eq(nr_sites_calling(), trace_nr_sites);
+	ck_assert_uint_eq(tt_nr_sites_calling(), trace_nr_sites);
 	ck_assert_int_eq(trace_has_wx_mapping(), false);
 	ck_assert_int_eq(tfn_top(2), 7);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
-	ck_assert_uint_eq(nr_sites_calling(), 0);
+	ck_assert_uint_eq(tt_nr_sites_calling(), 0);
 }
 END_TEST
 
@@ -131,18 +99,18 @@ START_TEST(test_filters)
 	struct sd_trace_status st;
 
 	ck_assert_int_eq(tt_start("", none, 0, 0), SD_RES_NO_MATCH);
-	ck_assert_uint_eq(nr_sites_calling(), 0);
+	ck_assert_uint_eq(tt_nr_sites_calling(), 0);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.state, SD_TRACE_STATE_OFF);
 
 	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_SUCCESS);
-	ck_assert(site_is_call(site_of(tfn_mid)));
-	ck_assert(site_is_call(site_of(tfn_many)));
-	ck_assert(site_is_call(site_of(tfn_fib)));
-	ck_assert(site_is_nop(site_of(tfn_leaf)));
-	ck_assert(site_is_nop(site_of(tfn_top)));
+	ck_assert(tt_site_is_call(tt_site_of(tfn_mid)));
+	ck_assert(tt_site_is_call(tt_site_of(tfn_many)));
+	ck_assert(tt_site_is_call(tt_site_of(tfn_fib)));
+	ck_assert(tt_site_is_nop(tt_site_of(tfn_leaf)));
+	ck_assert(tt_site_is_nop(tt_site_of(tfn_top)));
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
-	ck_assert_uint_eq(st.nr_sites_patched, nr_sites_calling());
+	ck_assert_uint_eq(st.nr_sites_patched, tt_nr_sites_calling());
 	ck_assert_uint_eq(st.nr_sites_patched, 3);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 }
@@ -153,11 +121,11 @@ START_TEST(test_kill_switch)
 	static const uint8_t odd[5] = { 0x0f, 0x1f, 0x40, 0x00, 0x90 }; /* nop4; nop */
 	struct sd_trace_status st;
 
-	ck_assert_int_eq(trace_text_write(site_of(tfn_unused)->addr, odd, 5), 0);
+	ck_assert_int_eq(trace_text_write(tt_site_of(tfn_unused)->addr, odd, 5), 0);
 	ck_assert_int_eq(tt_start("", NULL, 0, 0), SD_RES_TRACE_BROKEN);
 	/* every other site is a NOP again, the odd one untouched */
-	ck_assert_uint_eq(nr_sites_calling(), 0);
-	ck_assert(!memcmp((void *)site_of(tfn_unused)->addr, odd, 5));
+	ck_assert_uint_eq(tt_nr_sites_calling(), 0);
+	ck_assert(!memcmp((void *)tt_site_of(tfn_unused)->addr, odd, 5));
 	ck_assert_int_eq(trace_has_wx_mapping(), false);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.state, SD_TRACE_STATE_BROKEN);
@@ -195,7 +163,7 @@ START_TEST(test_stw_timeout)
 	while (!sleeper_ready)
 		usleep(1000);
 	ck_assert_int_eq(tt_start("", pats, 0, 0), SD_RES_TRACE_TIMEOUT);
-	ck_assert_uint_eq(nr_sites_calling(), 0);
+	ck_assert_uint_eq(tt_nr_sites_calling(), 0);
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.state, SD_TRACE_STATE_OFF);
 	sleeper_go = 0;
@@ -217,6 +185,10 @@ START_TEST(test_bad_requests)
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, unterminated, 4, &rsp),
 			 SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, NULL, 8, &rsp), SD_RES_INVALID_PARMS);
+	/* a well-formed payload, but no WRITE flag: the buffer is not the payload */
+	memcpy(buf, "graph\0tfn_*", 12);
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_START, &req, buf, 12, &rsp), SD_RES_INVALID_PARMS);
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_STOP, &req, buf, 6, &rsp), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_start("nosuchtracer", NULL, 0, 0), SD_RES_NO_TRACER);
 	ck_assert_int_eq(tt_start("", NULL, TRACE_MAX_DEPTH + 1, 0), SD_RES_INVALID_PARMS);
 	ck_assert_int_eq(tt_start("", NULL, 0, TRACE_MAX_BUFFER + 1), SD_RES_INVALID_PARMS);
@@ -279,14 +251,5 @@ static Suite *trace_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int nr_failed;
-
-	if (trace_init() < 0)
-		return 1;
-	sr = srunner_create(trace_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	nr_failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nr_failed ? 1 : 0;
+	return tt_run_suite(trace_suite());
 }

@@ -22,15 +22,6 @@
 
 static const char *const tfn_all[] = { "tfn_*", NULL };
 
-/* CSV lines of @csv whose function column is @fn */
-static int csv_calls(const char *csv, const char *fn)
-{
-	char needle[64];
-
-	snprintf(needle, sizeof(needle), ",%s,", fn);
-	return tt_count(csv, needle);
-}
-
 START_TEST(test_nesting)
 {
 	char *graph, *csv;
@@ -41,9 +32,9 @@ START_TEST(test_nesting)
 
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
-	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), 1);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2);
 	ck_assert_int_eq(tt_count(csv, ",0,tfn_top,"), 1);
 	ck_assert_int_eq(tt_count(csv, ",1,tfn_mid,"), 1);
 	ck_assert_int_eq(tt_count(csv, ",2,tfn_leaf,"), 2);
@@ -78,7 +69,7 @@ START_TEST(test_fib_counts)
 	ck_assert_uint_eq(st.nr_events, 2 * 1973);
 	ck_assert_uint_eq(st.nr_lost, 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), 1973);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_fib"), 1973);
 	ck_assert_int_eq(tt_count(csv, ",14,tfn_fib,"), 2); /* fib(1) and fib(0) */
 	ck_assert_int_eq(tt_count(csv, ",15,tfn_fib,"), 0);
 	free(csv);
@@ -153,7 +144,7 @@ START_TEST(test_shadow_stack)
 	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
 	ck_assert_uint_eq(st.nr_lost, 201 - TRACE_MAX_DEPTH);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_deep"), TRACE_MAX_DEPTH);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_deep"), TRACE_MAX_DEPTH);
 	free(csv);
 
 	/* a depth limit from START */
@@ -178,8 +169,8 @@ START_TEST(test_longjmp)
 	ck_assert_int_eq(tfn_top(1), 5);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_jmp_outer"), 10);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_jmp_outer"), 10);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	free(csv);
 }
 END_TEST
@@ -200,7 +191,7 @@ START_TEST(test_stop_inside)
 	tfn_call(stop_inside, NULL);
 	ck_assert_uint_eq(trace_shadow_depth(), 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_call"), 1);
 	free(csv);
 
 	/* a new session starts inside: its exit has no entry there, skipped */
@@ -210,8 +201,8 @@ START_TEST(test_stop_inside)
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	graph = tt_read(SD_TRACE_FMT_GRAPH);
-	ck_assert_int_eq(csv_calls(csv, "tfn_call"), 0);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_call"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	ck_assert_int_eq(tt_count(graph, "tfn_call"), 0);
 	free(csv);
 	free(graph);
@@ -234,7 +225,7 @@ START_TEST(test_ring_wrap)
 	ck_assert_uint_eq(st.nr_lost, 2000 - 4096 / 16);
 	ck_assert_uint_eq(st.nr_threads, 1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 4096 / 16 / 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 4096 / 16 / 2);
 	free(csv);
 	/* a new session forgets the old records */
 	ck_assert_int_eq(tt_start("", pats, 0, 8192), SD_RES_SUCCESS);
@@ -320,6 +311,130 @@ START_TEST(test_thread_exit)
 }
 END_TEST
 
+static volatile int idle_go, idle_phase;
+
+/* traces one call, idles while its buffer goes stale and is freed, traces again */
+static void *idle_tracer(void *arg)
+{
+	tfn_leaf(1);
+	__atomic_store_n(&idle_phase, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&idle_go, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	tfn_leaf(2);
+	__atomic_store_n(&idle_phase, 2, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *one_leaf(void *arg)
+{
+	tfn_leaf(3);
+	return NULL;
+}
+
+static void wait_phase(int phase)
+{
+	while (__atomic_load_n(&idle_phase, __ATOMIC_ACQUIRE) != phase)
+		usleep(1000);
+}
+
+/* the ring pages counted in the total, and the buffers on the list */
+static void mem(uint64_t *bytes, uint32_t *nr)
+{
+	tbuf_memory(bytes, nr);
+}
+
+/*
+ * Buffers of a tracer's older sessions are reused when they fit the new
+ * one as they are and freed when they do not (other sizes, grown rings),
+ * even one that a live idle thread still pointed to; a thread past the
+ * total is not traced and the status says so.
+ */
+START_TEST(test_buffer_reclaim)
+{
+	static const char *const leaf[] = { "tfn_leaf", NULL };
+	const uint64_t ring64 = sizeof(struct tbuf) + (64 << 10);
+	const uint64_t ring256 = sizeof(struct tbuf) + (256 << 10);
+	const uint64_t ring1m = sizeof(struct tbuf) + TRACE_DEFAULT_BUFFER;
+	struct sd_trace_status st;
+	uint64_t bytes0, bytes;
+	uint32_t nr0, nr;
+	pthread_t t, t2[2];
+	char *csv;
+
+	mem(&bytes0, &nr0);
+	ck_assert_int_eq(tt_start("", leaf, 0, 64 << 10), SD_RES_SUCCESS);
+	tfn_leaf(0);
+	ck_assert_int_eq(pthread_create(&t, NULL, idle_tracer, NULL), 0);
+	wait_phase(1);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0 + 2);
+	ck_assert_uint_eq(bytes, bytes0 + 2 * ring64);
+
+	/* the same size again: reused, nothing freed or allocated */
+	ck_assert_int_eq(tt_start("", leaf, 0, 64 << 10), SD_RES_SUCCESS);
+	tfn_leaf(0);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0 + 2);
+	ck_assert_uint_eq(bytes, bytes0 + 2 * ring64);
+
+	/* another size: both freed at the start, the idle thread's too */
+	ck_assert_int_eq(tt_start("", leaf, 0, 256 << 10), SD_RES_SUCCESS);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0);
+	ck_assert_uint_eq(bytes, bytes0);
+	tfn_leaf(0);
+	__atomic_store_n(&idle_go, 1, __ATOMIC_RELEASE);
+	wait_phase(2);
+	pthread_join(t, NULL);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0 + 2);
+	ck_assert_uint_eq(bytes, bytes0 + 2 * ring256);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2);
+	free(csv);
+
+	/* a default ring that grew: freed at the next start */
+	ck_assert_int_eq(tt_start("", leaf, 0, 0), SD_RES_SUCCESS);
+	for (int i = 0; i < 40000; i++)
+		tfn_leaf(i);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0 + 1);
+	ck_assert_uint_eq(bytes, bytes0 + ring1m + TRACE_DEFAULT_BUFFER);
+	ck_assert_int_eq(tt_start("", leaf, 0, 0), SD_RES_SUCCESS);
+	tfn_leaf(0);
+	mem(&bytes, &nr);
+	ck_assert_uint_eq(nr, nr0 + 1);
+	ck_assert_uint_eq(bytes, bytes0 + ring1m);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+
+	/* room for two 64 KiB rings: of three threads, one goes untraced, said so */
+	trace_max_total = bytes0 + 2 * ring64;
+	ck_assert_int_eq(tt_start("", leaf, 0, 64 << 10), SD_RES_SUCCESS);
+	tfn_leaf(0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(pthread_create(&t2[i], NULL, one_leaf, NULL), 0);
+		pthread_join(t2[i], NULL);
+	}
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_threads, 2);
+	ck_assert_uint_eq(st.nr_untraced, 1);
+	csv = tt_read(SD_TRACE_FMT_CSV);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2);
+	free(csv);
+	/* the count is the session's: a new start clears it */
+	trace_max_total = TRACE_MAX_TOTAL;
+	ck_assert_int_eq(tt_start("", leaf, 0, 64 << 10), SD_RES_SUCCESS);
+	ck_assert_int_eq(tt_status(&st), SD_RES_SUCCESS);
+	ck_assert_uint_eq(st.nr_untraced, 0);
+	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
+}
+END_TEST
+
 START_TEST(test_formats)
 {
 	struct sd_req req = { 0 };
@@ -373,11 +488,11 @@ START_TEST(test_read_while_tracing)
 	ck_assert_int_eq(tt_start("", tfn_all, 0, 0), SD_RES_SUCCESS);
 	tfn_top(1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 1);
 	free(csv);
 	tfn_top(1);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(csv_calls(csv, "tfn_top"), 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 2);
 	free(csv);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 }
@@ -486,11 +601,11 @@ START_TEST(test_signals)
 	ck_assert_uint_eq(st.nr_lost, 0);
 	csv = tt_read(SD_TRACE_FMT_CSV);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(csv_calls(csv, "tfn_fib"), rounds * SIG_FIB_CALLS);
-	top = csv_calls(csv, "tfn_top");
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_fib"), rounds * SIG_FIB_CALLS);
+	top = tt_csv_calls(csv, "tfn_top");
 	ck_assert_int_le(top, sig_calls);
-	ck_assert_int_eq(csv_calls(csv, "tfn_mid"), top);
-	ck_assert_int_eq(csv_calls(csv, "tfn_leaf"), 2 * top);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), top);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2 * top);
 	ck_assert_uint_eq(st.nr_events, 2 * (rounds * SIG_FIB_CALLS + 4 * (uint64_t)top));
 	free(csv);
 }
@@ -557,20 +672,12 @@ static Suite *graph_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_thread_exit);
+	tcase_add_test(tc, test_buffer_reclaim);
 	suite_add_tcase(s, tc);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr;
-	int nr_failed;
-
-	if (trace_init() < 0)
-		return 1;
-	sr = srunner_create(graph_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	nr_failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nr_failed ? 1 : 0;
+	return tt_run_suite(graph_suite());
 }

@@ -71,21 +71,10 @@ static uint64_t hist_sum(const struct prof_line *p)
 /* calls and summed durations of @fn in the graph's CSV */
 static void graph_sum(const char *fn, uint64_t *calls, uint64_t *ns)
 {
-	char *csv = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH), *line, *save = NULL;
-	char needle[80];
+	char *csv = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH);
 
 	ck_assert_ptr_nonnull(csv);
-	snprintf(needle, sizeof(needle), ",%s,", fn);
-	*calls = *ns = 0;
-	for (line = strtok_r(csv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		const char *p = strstr(line, needle);
-		unsigned long long entry, dur;
-
-		if (!p || sscanf(p + strlen(needle), "%llu,%llu", &entry, &dur) != 2)
-			continue;
-		(*calls)++;
-		*ns += dur;
-	}
+	*calls = (uint64_t)tt_csv_sum(csv, fn, ns);
 	free(csv);
 }
 
@@ -189,9 +178,9 @@ START_TEST(test_separate_sites)
 
 	csv = tt_read_tracer(SD_TRACE_FMT_CSV, SD_TRACER_GRAPH);
 	ck_assert_ptr_nonnull(csv);
-	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 8);
-	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 0);
-	ck_assert_int_eq(tt_count(csv, ",tfn_top,"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 8);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 0);
 	free(csv);
 	ck_assert(prof_get("tfn_top", &p));
 	ck_assert_uint_eq(p.calls, 3);
@@ -201,15 +190,10 @@ START_TEST(test_separate_sites)
 }
 END_TEST
 
-static const struct trace_site *site_of(void *fn)
-{
-	return trace_site_find((uintptr_t)fn);
-}
-
 START_TEST(test_function_tracer)
 {
 	const char *pats[] = { "tfn_leaf", "tfn_mid", NULL };
-	const struct trace_site *leaf = site_of((void *)tfn_leaf);
+	const struct trace_site *leaf = tt_site_of((void *)tfn_leaf);
 	const uint8_t *p = (const uint8_t *)leaf->addr;
 	int32_t rel;
 	struct sd_trace_status st;
@@ -259,13 +243,13 @@ START_TEST(test_notrace_and_root)
 	char *csv;
 
 	ck_assert_int_eq(tt_start("graph", skip, 0, 0), SD_RES_SUCCESS);
-	ck_assert(!memcmp((void *)site_of((void *)tfn_leaf)->addr, trace_nop5, 5));
-	ck_assert(memcmp((void *)site_of((void *)tfn_mid)->addr, trace_nop5, 5));
+	ck_assert(tt_site_is_nop(tt_site_of((void *)tfn_leaf)));
+	ck_assert(!tt_site_is_nop(tt_site_of((void *)tfn_mid)));
 	tfn_top(1);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 0);
-	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), 1);
 	free(csv);
 
 	ck_assert_int_eq(tt_start("graph", root, 0, 0), SD_RES_SUCCESS);
@@ -273,9 +257,9 @@ START_TEST(test_notrace_and_root)
 	tfn_leaf(1);
 	ck_assert_int_eq(tt_stop(), SD_RES_SUCCESS);
 	csv = tt_read(SD_TRACE_FMT_CSV);
-	ck_assert_int_eq(tt_count(csv, ",tfn_top,"), 0);
-	ck_assert_int_eq(tt_count(csv, ",tfn_mid,"), 1);
-	ck_assert_int_eq(tt_count(csv, ",tfn_leaf,"), 2);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_top"), 0);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_mid"), 1);
+	ck_assert_int_eq(tt_csv_calls(csv, "tfn_leaf"), 2);
 	free(csv);
 	/* graph options on another tracer */
 	ck_assert_int_eq(tt_start("profile", bad, 0, 0), SD_RES_INVALID_PARMS);
@@ -388,12 +372,60 @@ START_TEST(test_thread_checker)
 }
 END_TEST
 
+/*
+ * The histogram's bucket from the lzcnt table equals the definition (log2
+ * of the ns, by the multiply) at every octave's edges, around each
+ * boundary and at random, for TSCs from 0.3 to 10 ns per tick, for calls
+ * below 2^56 ticks (the definition's multiply overflows past 2^60 ticks,
+ * some decades).
+ */
+START_TEST(test_bucket_table)
+{
+	const uint64_t mults[] = { 1288490189ULL /* 0.3 */, 1ULL << 32, 10737418240ULL /* 2.5 */,
+				   42949672960ULL /* 10 */, trace_clk_mult };
+	uint64_t saved = trace_clk_mult, x = 88172645463325252ULL;
+
+	for (size_t m = 0; m < sizeof(mults) / sizeof(mults[0]); m++) {
+		trace_clk_mult = mults[m];
+		trace_prof_bkts_init();
+		for (unsigned j = 0; j < 56; j++) {
+			uint64_t p = 1ULL << j;
+			const uint64_t ds[] = { p - 1, p, p + 1, 2 * p - 1 };
+
+			for (int i = 0; i < 4; i++)
+				ck_assert_uint_eq(trace_prof_bucket(ds[i]), trace_prof_bucket_ref(ds[i]));
+		}
+		for (unsigned j = 0; j < 64; j++) {
+			const struct trace_prof_bkt *b = &trace_prof_bkts[j];
+
+			if (b->bnd >= 1ULL << 56)
+				continue;
+			ck_assert_uint_eq(trace_prof_bucket(b->bnd), trace_prof_bucket_ref(b->bnd));
+			ck_assert_uint_eq(trace_prof_bucket(b->bnd - 1),
+					  trace_prof_bucket_ref(b->bnd - 1));
+		}
+		for (int i = 0; i < 100000; i++) {
+			uint64_t d;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			d = (x >> (x & 63)) & ((1ULL << 56) - 1); /* every magnitude */
+			ck_assert_uint_eq(trace_prof_bucket(d), trace_prof_bucket_ref(d));
+		}
+	}
+	trace_clk_mult = saved;
+	trace_prof_bkts_init();
+}
+END_TEST
+
 static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("trace profile");
 	TCase *tc = tcase_create("profile");
 
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_bucket_table);
 	tcase_add_test(tc, test_profile_alone);
 	tcase_add_test(tc, test_profile_vs_graph);
 	tcase_add_test(tc, test_separate_sites);
@@ -407,14 +439,5 @@ static Suite *profile_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int nr_failed;
-
-	if (trace_init() < 0)
-		return 1;
-	sr = srunner_create(profile_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	nr_failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nr_failed ? 1 : 0;
+	return tt_run_suite(profile_suite());
 }

@@ -6,6 +6,8 @@
 #define TRACE_TEST_H
 
 #include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "internal_proto.h"
@@ -55,5 +57,22 @@ char *tt_read_tracer(int fmt, uint32_t tracer);
 int tt_stop_tracer(const char *name);
 /* lines of @text containing @needle */
 int tt_count(const char *text, const char *needle);
+/* CSV lines (graph's SD_TRACE_FMT_CSV) whose function column is @fn */
+int tt_csv_calls(const char *csv, const char *fn);
+/* the same, and their durations summed into *@ns (if not NULL) */
+int tt_csv_sum(const char *csv, const char *fn, uint64_t *ns);
+
+struct trace_site;
+struct Suite;
+/* the site of function @fn, NULL if it has none */
+const struct trace_site *tt_site_of(void *fn);
+/* the site holds the 5-byte NOP */
+bool tt_site_is_nop(const struct trace_site *s);
+/* the site jumps to its stub, whose first instruction calls the trampoline */
+bool tt_site_is_call(const struct trace_site *s);
+/* sites for which tt_site_is_call() holds */
+size_t tt_nr_sites_calling(void);
+/* trace_init(), then run @s: the exit status of a test program */
+int tt_run_suite(struct Suite *s);
 
 #endif

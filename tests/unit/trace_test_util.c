@@ -1,9 +1,14 @@
-/* Helpers of the tracer's unit tests: drive the four trace operations. */
+/*
+ * Helpers of the tracer's unit tests: drive the trace operations, read
+ * their output, look at the sites, run a suite.
+ */
+#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace/trace.h"
+#include "trace/trace_priv.h"
 #include "trace_test.h"
 
 int tt_op(uint8_t opcode, struct sd_req *req, void *data, uint32_t len, struct sd_rsp *rsp)
@@ -106,4 +111,80 @@ int tt_count(const char *text, const char *needle)
 		text += len + (eol ? 1 : 0);
 	}
 	return n;
+}
+
+int tt_csv_sum(const char *csv, const char *fn, uint64_t *ns)
+{
+	char needle[80];
+	size_t nlen;
+	int n = 0;
+
+	snprintf(needle, sizeof(needle), ",%s,", fn);
+	nlen = strlen(needle);
+	if (ns)
+		*ns = 0;
+	while (csv && *csv) {
+		const char *eol = strchr(csv, '\n');
+		size_t len = eol ? (size_t)(eol - csv) : strlen(csv);
+		const char *p = memmem(csv, len, needle, nlen);
+		unsigned long long entry, dur;
+
+		if (p) {
+			n++;
+			if (ns && sscanf(p + nlen, "%llu,%llu", &entry, &dur) == 2)
+				*ns += dur;
+		}
+		csv += len + (eol ? 1 : 0);
+	}
+	return n;
+}
+
+int tt_csv_calls(const char *csv, const char *fn)
+{
+	return tt_csv_sum(csv, fn, NULL);
+}
+
+const struct trace_site *tt_site_of(void *fn)
+{
+	return trace_site_find((uintptr_t)fn);
+}
+
+bool tt_site_is_nop(const struct trace_site *s)
+{
+	return !memcmp((const void *)s->addr, trace_nop5, 5);
+}
+
+bool tt_site_is_call(const struct trace_site *s)
+{
+	const uint8_t *p = (const uint8_t *)s->addr;
+	const uint8_t *stub = p - TRACE_STUB_SIZE;
+	int32_t rel, stub_rel;
+
+	memcpy(&rel, p + 1, sizeof(rel));
+	memcpy(&stub_rel, stub + 1, sizeof(stub_rel));
+	return p[0] == 0xe9 && p + 5 + rel == stub && stub[0] == 0xe8 &&
+	       (uintptr_t)stub + 5 + stub_rel == (uintptr_t)trace_entry_tramp;
+}
+
+size_t tt_nr_sites_calling(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < trace_nr_sites; i++)
+		n += tt_site_is_call(&trace_sites[i]);
+	return n;
+}
+
+int tt_run_suite(struct Suite *s)
+{
+	SRunner *sr;
+	int nr_failed;
+
+	if (trace_init() < 0)
+		return 1;
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nr_failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nr_failed ? 1 : 0;
 }
