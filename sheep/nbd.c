@@ -703,6 +703,10 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 				sd_err("nbd: accept failed: %m");
 			return;
 		}
+		if (!access_conn_ok(ACCESS_NBD, fd)) { /* loopback and --nbd-allow */
+			close(fd);
+			continue;
+		}
 		sd_set_nodelay(fd);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
