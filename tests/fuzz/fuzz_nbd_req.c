@@ -33,7 +33,8 @@ static uint8_t *put_opt(uint8_t *p, uint32_t opt, const void *data, uint32_t len
 	memcpy(p + 8, &v, 4);
 	v = htobe32(len);
 	memcpy(p + 12, &v, 4);
-	memcpy(p + 16, data, len);
+	if (len)
+		memcpy(p + 16, data, len);
 	return p + 16 + len;
 }
 
