@@ -256,8 +256,9 @@ static int peer_addr(int fd, uint8_t addr[16])
 
 bool access_conn_ok(enum access_service svc, int fd)
 {
-	static const char *const names[] = { [ACCESS_NBD] = "an NBD",
-					      [ACCESS_METRICS] = "a /metrics" };
+	static const char *const names[] = {
+		[ACCESS_NBD] = "an NBD", [ACCESS_METRICS] = "a /metrics"
+	};
 	static const char *const why[] = {
 		[ACCESS_NBD] = "not loopback nor in an --nbd-allow network",
 		[ACCESS_METRICS] = "not allowed to administer (see sheep --admin-allow)",

@@ -155,8 +155,8 @@ struct nbd_hs {
  * (in order, until the connection ends) its replies, each naming the
  * option, the last one an ACK or an error; EXPORT_NAME's reply is bare.
  */
-static struct nbd_hs fuzz_nbd_check_handshake(const uint8_t *in, size_t in_len,
-					       const uint8_t *out, size_t out_len)
+static struct nbd_hs fuzz_nbd_check_handshake(const uint8_t *in, size_t in_len, const uint8_t *out,
+					      size_t out_len)
 {
 	struct nbd_hs hs = { 0 };
 	size_t ip = 4, op = 18;
@@ -196,7 +196,8 @@ static struct nbd_hs fuzz_nbd_check_handshake(const uint8_t *in, size_t in_len,
 			rlen = nbd_get_be32(out + op + 16);
 			FUZZ_ASSERT(out_len - op - 20 >= rlen);
 			if (nbd_verbose)
-				fprintf(stderr, "option %u: reply 0x%x, %u bytes\n", opt, type, rlen);
+				fprintf(stderr, "option %u: reply 0x%x, %u bytes\n", opt, type,
+					rlen);
 			if (type == NBD_REP_INFO)
 				FUZZ_ASSERT(rlen >= 2);
 			if (type == NBD_REP_META_CONTEXT) {
@@ -353,7 +354,8 @@ static void fuzz_nbd_check_transmission(const uint8_t *in, size_t in_len, const 
 			case NBD_REPLY_TYPE_OFFSET_DATA:
 			case NBD_REPLY_TYPE_OFFSET_HOLE:
 				FUZZ_ASSERT(e.type == NBD_CMD_READ);
-				FUZZ_ASSERT(clen >= (type == NBD_REPLY_TYPE_OFFSET_HOLE ? 12u : 8u));
+				FUZZ_ASSERT(clen >=
+					    (type == NBD_REPLY_TYPE_OFFSET_HOLE ? 12u : 8u));
 				coff = be64_at(out + op);
 				if (type == NBD_REPLY_TYPE_OFFSET_HOLE) {
 					FUZZ_ASSERT(clen == 12);
