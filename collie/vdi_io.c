@@ -373,6 +373,11 @@ static int write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_i
 	uint64_t offset;
 	int ret, result;
 
+	if (!s) { /* the callers drain every slot first */
+		collie_err("internal error: no free I/O slot to update the inode of vdi '%s'",
+			   io->name);
+		return EXIT_SYSFAIL;
+	}
 	s->len = 4 * (max_idx - min_idx + 1);
 	s->create = false;
 	offset = SD_INODE_HEADER_SIZE + 4 * (uint64_t)min_idx;

@@ -720,7 +720,7 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 	latest = cs.epoch;
 	sd_mutex_unlock(&cs_lock);
 	nr = list_epochs(latest, &epochs);
-	for (int i = 0; i < nr && n < max; i++)
+	for (int i = 0; epochs && i < nr && n < max; i++)
 		if (read_epoch_log(epochs[i], &logs[n]) == 0)
 			n++;
 	free(epochs);

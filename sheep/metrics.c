@@ -33,6 +33,7 @@ struct mconn {
 	size_t req_len;
 	char *out; /* the whole response, once the request is read */
 	size_t out_len, out_done;
+	bool denied; /* not an admin's address: answered 403 (access.c) */
 };
 
 static struct mconn conns[METRICS_MAX_CONNS];
@@ -299,6 +300,8 @@ static void handle_request(struct mconn *c)
 	char *body;
 
 	c->req[c->req_len] = '\0';
+	if (c->denied) /* an admin view: loopback, members, --admin-allow */
+		return respond_text(c, 403, "Forbidden");
 	if (sscanf(c->req, "%7s %255s %15s", method, target, version) != 3 ||
 	    strncmp(version, "HTTP/1.", 7))
 		return respond_text(c, 400, "Bad Request");
@@ -367,6 +370,7 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 		c->opened_ns = sd_now_ns();
 		c->req_len = 0;
 		c->out = NULL;
+		c->denied = !access_conn_ok(ACCESS_METRICS, fd);
 		if (ev_add(fd, EPOLLIN, conn_handler, c)) {
 			close(fd);
 			c->fd = -1;

@@ -93,6 +93,9 @@ void nbd_close_conn(struct nbd_conn *c)
 		tx->release(tx);
 	}
 	if (c->rx_io) {
+		/* a write cut short: its payload buffer goes with it, not twice */
+		if (c->rx_buf == c->rx_io->buf)
+			c->rx_buf = NULL;
 		c->rx_io->tx.release(&c->rx_io->tx);
 		c->rx_io = NULL;
 	}
@@ -506,8 +509,9 @@ static void run_request(struct nbd_conn *c)
 					 : NBD_EINVAL);
 	if (io->type == NBD_CMD_FLUSH && e->readonly)
 		return reply_now(io, 0);
+	/* a block status chunk holds one extent at least: none for no range */
 	if (io->length == 0 && io->type != NBD_CMD_FLUSH)
-		return reply_now(io, 0);
+		return reply_now(io, io->type == NBD_CMD_BLOCK_STATUS ? NBD_EINVAL : 0);
 	io->work.fn = nbd_io_work;
 	io->work.done = io_done;
 	wq_queue(nbd_wq, &io->work);
@@ -698,6 +702,10 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 			if (errno != EAGAIN && errno != EINTR)
 				sd_err("nbd: accept failed: %m");
 			return;
+		}
+		if (!access_conn_ok(ACCESS_NBD, fd)) { /* loopback and --nbd-allow */
+			close(fd);
+			continue;
 		}
 		sd_set_nodelay(fd);
 		c = calloc(1, sizeof(*c));

@@ -36,7 +36,7 @@ static int nr_vnodes = SD_DEFAULT_VNODES;
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
 
-enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW, OPT_HEARTBEAT };
+enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW, OPT_HEARTBEAT, OPT_NBD_ALLOW };
 
 /* --max-inflight-bytes (0: the default, from the worker count) */
 static uint64_t max_inflight;
@@ -58,6 +58,7 @@ static const struct option long_options[] = {
 	{ "recovery-max-bandwidth", required_argument, NULL, OPT_RECOVERY_BW },
 	{ "heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT },
 	{ "admin-allow", required_argument, NULL, 'A' },
+	{ "nbd-allow", required_argument, NULL, OPT_NBD_ALLOW },
 	{ "max-connections", required_argument, NULL, 'C' },
 	{ "client-timeout", required_argument, NULL, 'T' },
 	{ "idle-timeout", required_argument, NULL, 'I' },
@@ -96,6 +97,9 @@ static void usage(FILE *f, const char *prog)
 		"      --nbd [ADDR:]PORT  serve every VDI over NBD on ADDR (default 127.0.0.1)\n"
 		"                         and PORT (default %d): nbd://ADDR:PORT/NAME, and\n"
 		"                         NAME@TAG or NAME@ID for a snapshot (read-only)\n"
+		"      --nbd-allow CIDR   also serve NBD to clients in the network CIDR (ADDR\n"
+		"                         or ADDR/BITS, repeatable); by default only to\n"
+		"                         loopback, whatever ADDR --nbd binds\n"
 		"      --max-inflight-bytes SIZE  client payload held in memory at once; past\n"
 		"                         it, connections that send more wait (default:\n"
 		"                         (threads + 2) x 4 MiB)\n"
@@ -285,6 +289,15 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			if (access_allow_add(optarg)) {
 				fprintf(stderr,
 					"sheep: invalid --admin-allow '%s' (ADDR or ADDR/BITS, at "
+					"most 32)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case OPT_NBD_ALLOW:
+			if (access_nbd_allow_add(optarg)) {
+				fprintf(stderr,
+					"sheep: invalid --nbd-allow '%s' (ADDR or ADDR/BITS, at "
 					"most 32)\n",
 					optarg);
 				return -1;
@@ -567,6 +580,11 @@ int main(int argc, char **argv)
 					sys.nbd_addr, sys.nbd_port, strerror(-ret));
 			return 1;
 		}
+		if (!access_nbd_nr_allow() && strcmp(sys.nbd_addr, "127.0.0.1") &&
+		    strcmp(sys.nbd_addr, "::1"))
+			sd_warn("nbd: bound to %s, but without --nbd-allow only loopback clients "
+				"are served",
+				*sys.nbd_addr ? sys.nbd_addr : "every address");
 	}
 	ret = driver->init(cdrv_selected_option());
 	if (!ret)

@@ -78,6 +78,17 @@ enum access_class access_class_of(const struct sd_op_template *op);
 int access_check(const struct sd_op_template *op, const uint8_t addr[16]);
 void access_log_refusal(const struct sd_op_template *op, const uint8_t addr[16]);
 uint64_t access_nr_refused(void);
+/* the listeners checked per connection (NBD, /metrics) */
+enum access_service {
+	ACCESS_NBD,	/* loopback and --nbd-allow networks */
+	ACCESS_METRICS, /* the admin rule: loopback, members, --admin-allow */
+};
+/* --nbd-allow CIDR: 0, or -EINVAL; how many were given */
+int access_nbd_allow_add(const char *cidr);
+int access_nbd_nr_allow(void);
+/* may the client of the accepted connection fd use svc? A refusal is logged */
+bool access_conn_ok(enum access_service svc, int fd);
+uint64_t access_nr_conns_refused(void);
 
 /* ops.c */
 const struct sd_op_template *get_sd_op(uint8_t opcode);

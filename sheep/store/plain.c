@@ -119,11 +119,14 @@ static uint64_t *dirty_take(uint32_t vid, size_t *nr, bool *dir)
 	pthread_mutex_lock(&dirty_lock);
 	*dir = dir_dirty;
 	dir_dirty = false;
-	if (dirty_nr) {
-		out = malloc(dirty_nr * sizeof(*out));
-		keep = malloc(dirty_nr * sizeof(*keep));
+	if (!dirty_nr) { /* no slot in use: nothing to take */
+		pthread_mutex_unlock(&dirty_lock);
+		*nr = 0;
+		return NULL;
 	}
-	if (dirty_nr && (!out || !keep)) {
+	out = malloc(dirty_nr * sizeof(*out));
+	keep = malloc(dirty_nr * sizeof(*keep));
+	if (!out || !keep) {
 		free(out);
 		free(keep);
 		dir_dirty = *dir;
@@ -399,8 +402,10 @@ static int plain_flush_vdi(uint32_t vid)
 	int n = 0;
 	uint64_t *oids = dirty_take(vid, &nr, &dir);
 
-	if (nr == SIZE_MAX) /* no memory to sort them out: sync everything */
+	if (nr == SIZE_MAX) { /* no memory to sort them out: sync everything */
+		free(oids); /* NULL then; said for the analyser */
 		return plain_flush();
+	}
 	job.oids = oids;
 	job.nr = nr;
 	/* a few threads: the disk sees several syncs at once, as it would a syncfs */
@@ -415,7 +420,7 @@ static int plain_flush_vdi(uint32_t vid)
 	if (job.ret) {
 		/* not durable: keep them dirty, for the next flush to try again */
 		pthread_mutex_lock(&dirty_lock);
-		for (size_t i = 0; i < nr; i++)
+		for (size_t i = 0; oids && i < nr; i++)
 			dirty_insert(oids[i]);
 		dir_dirty |= dir;
 		pthread_mutex_unlock(&dirty_lock);

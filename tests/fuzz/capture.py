@@ -41,8 +41,14 @@ def main():
                 sel.register(c, selectors.EVENT_READ, None)
                 sel.register(u, selectors.EVENT_READ, None)
                 continue
+            if s not in conns:  # closed with its peer in this round
+                continue
             peer, f = conns[s]
-            data = s.recv(1 << 20)
+            try:
+                data = s.recv(1 << 20)
+            except ConnectionResetError:
+                data = b""
+
             if data:
                 f.write(data)
                 peer.sendall(data)

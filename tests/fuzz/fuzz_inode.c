@@ -5,20 +5,25 @@
  * (vdi_lookup_attr, vdi_copies) and the name resolution of LOCK_VDI and
  * GET_VDI_INFO (vdi_table_find).
  *
+ * A client's write to a header (sheep/inode.c's inode_check_write, what
+ * the gateway asks before it writes): the stored header, a write at an
+ * offset; a write it accepts is applied, stored and reread as a header
+ * change notification does (vdi_op_header_changed), and must have changed
+ * only what QEMU's driver may change.
+ *
  * vdi.c is compiled into this file to reach load_one; the table
  * (vdi_table.c) is emptied between inputs; the rest of the daemon links as it is
  * (sheep_env.c). Input: an inode header (SD_INODE_HEADER_SIZE bytes, short
- * input padded with zeros); its vdi_id field names the vid.
- *
- * HOOK: a function that validates a client's inode header before it is
- * written (planned in sheep/gateway.c or a new sheep/inode.c) belongs in
- * check_header() below: call it first, and keep the assertions for the
- * headers it accepts.
+ * input padded with zeros); its vdi_id field names the vid. After it,
+ * optionally, a write: a 32-bit little-endian offset (modulo the header
+ * size + 64, so that writes past the header are tried too) and the bytes
+ * written.
  */
 #include "../../sheep/vdi.c"
 #include "fuzz_vdi.h"
 
 #include "fuzz.h"
+#include "inode.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -36,6 +41,69 @@ static void check_header(uint32_t vid)
 	if (vdi_lookup_attr(vid, &shift, &is_snapshot) == SD_RES_SUCCESS)
 		FUZZ_ASSERT(shift >= SD_MIN_BLOCK_SIZE_SHIFT && shift <= SD_MAX_BLOCK_SIZE_SHIFT);
 	vdi_copies(vid);
+}
+
+/* the fields the daemon owns: a write inode_check_write accepts keeps them */
+static void check_owned(const struct sd_inode_header *a, const struct sd_inode_header *b)
+{
+	FUZZ_ASSERT(!memcmp(a->name, b->name, sizeof(a->name)));
+	FUZZ_ASSERT(a->create_time == b->create_time && a->snap_ctime == b->snap_ctime);
+	FUZZ_ASSERT(a->copy_policy == b->copy_policy && a->nr_copies == b->nr_copies);
+	FUZZ_ASSERT(a->block_size_shift == b->block_size_shift && a->snap_id == b->snap_id);
+	FUZZ_ASSERT(a->vdi_id == b->vdi_id && a->parent_vdi_id == b->parent_vdi_id);
+	FUZZ_ASSERT(!memcmp(a->child_vdi_id, b->child_vdi_id, sizeof(a->child_vdi_id)));
+}
+
+static void client_write(struct sd_inode_header *stored, const uint8_t *w, size_t wlen)
+{
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	uint32_t vid = stored->vdi_id & (SD_NR_VDIS - 1), off, len;
+	uint64_t oid = vid_to_vdi_oid(vid);
+	int res;
+
+	FUZZ_ASSERT(h);
+	memcpy(&off, w, 4);
+	off = le32toh(off) % (SD_INODE_HEADER_SIZE + 64);
+	len = (uint32_t)(wlen - 4);
+	res = inode_check_write(stored, off, w + 4, len);
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "write of %u bytes at %u to vid %06x: %s\n", len, off, vid,
+			sd_strerror(res));
+	if (res != SD_RES_SUCCESS)
+		goto out;
+	*h = *stored;
+	if (off < SD_INODE_HEADER_SIZE)
+		memcpy((char *)h + off, w + 4,
+		       len < SD_INODE_HEADER_SIZE - off ? len : SD_INODE_HEADER_SIZE - off);
+	check_owned(stored, h);
+	FUZZ_ASSERT(memchr(h->tag, '\0', sizeof(h->tag)));
+	if (h->vdi_size != stored->vdi_size) {
+		/* a resize: growing, of a working VDI, within the objects it may have */
+		FUZZ_ASSERT(h->vdi_size > stored->vdi_size && !stored->snap_ctime);
+		FUZZ_ASSERT(h->block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT);
+		FUZZ_ASSERT(h->vdi_size <= ((uint64_t)MAX_DATA_OBJS << h->block_size_shift));
+	}
+	if (stored->snap_ctime) /* a snapshot is frozen */
+		FUZZ_ASSERT(!memcmp(h, stored, sizeof(*h)));
+
+	/* stored, then reread on every node as the notification makes them */
+	if (off >= SD_INODE_HEADER_SIZE ||
+	    sd_store->create_and_write(oid, 0, stored, sizeof(*stored), 0, false) != SD_RES_SUCCESS)
+		goto out;
+	if (load_one(oid, h) == 0) { /* the cache knows the stored header */
+		uint32_t n = len < SD_INODE_HEADER_SIZE - off ? len : SD_INODE_HEADER_SIZE - off;
+		struct request req;
+
+		FUZZ_ASSERT(sd_store->write(oid, w + 4, n, off, false) == SD_RES_SUCCESS);
+		memset(&req, 0, sizeof(req));
+		req.rq.vdi.base_vdi_id = vid;
+		vdi_op_header_changed(&req);
+		check_header(vid);
+	}
+	sd_store->remove(oid);
+	fuzz_forget_vdis();
+out:
+	free(h);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -70,6 +138,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sd_store->remove(oid);
 	}
 	fuzz_forget_vdis();
+
+	/* a client's write to it */
+	if (size >= sizeof(*h) + 4)
+		client_write(h, data + sizeof(*h), size - sizeof(*h));
 out_free:
 	free(back);
 	free(h);
