@@ -91,6 +91,24 @@ void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
 void request_set_max_inflight(uint64_t bytes);
+/*
+ * The payload memory of every front-end (this protocol's connections and
+ * NBD's) counts against one bound, --max-inflight-bytes; main thread only.
+ * request_mem_get(len) counts len and returns true when it fits (one
+ * holder is always let through, however large), false when the caller must
+ * wait: it parks a waiter with request_mem_wait, stops reading its
+ * connection, and its resume callback is called from the event loop once
+ * payload was freed (request_mem_put). resume is called off the list: it
+ * returns false, with nothing changed, when the memory still does not fit
+ * (the waiter stays first in line).
+ */
+struct request_mem_waiter {
+	struct list_node node;
+	bool (*resume)(struct request_mem_waiter *w);
+};
+bool request_mem_get(uint64_t len);
+void request_mem_put(uint64_t len);
+void request_mem_wait(struct request_mem_waiter *w);
 /* client connections open now */
 int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */

@@ -817,8 +817,7 @@ int vdi_op_read_vdis(struct request *req)
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
 	sd_rw_rdlock(&vdi_lock);
-	if (len) /* no buffer at all when data_length is 0 */
-		memcpy(req->data, vdi_bitmap, len);
+	memcpy(req->data, vdi_bitmap, len);
 	sd_rw_unlock(&vdi_lock);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;

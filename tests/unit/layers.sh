@@ -2,7 +2,8 @@
 # The layering of sheep/: every call between two of its files goes down,
 # in this order (a file calls only files of a lower rank):
 #
-#   sheep (main) > request, nbd*, metrics (front-ends) > ordered > ops
+#   sheep (main) > nbd* (front-end; counts its payload through request.c)
+#   > request, metrics (front-ends) > ordered > ops
 #   > recovery > vdi > deleted > gateway > peer > replica > store/*
 #   > group > cluster/* > inode, stat > work
 #
@@ -21,7 +22,8 @@ verbose=${1:-}
 # rank of each unit (a file, or a family of files: nbd*, store/*, cluster/*)
 declare -A rank=(
 	[sheep]=100
-	[request]=90 [nbd]=90 [metrics]=90
+	[nbd]=92
+	[request]=90 [metrics]=90
 	[ordered]=86 [ops]=85 [access]=80
 	[recovery]=72 [vdi]=70 [deleted]=68
 	[gateway]=60
