@@ -673,6 +673,7 @@ static void access_retry(int fd, uint32_t events, void *data)
 static struct request *new_request(struct client_info *ci)
 {
 	struct request *req = req_get();
+	int ret;
 
 	if (!req)
 		return NULL;
@@ -693,20 +694,14 @@ static struct request *new_request(struct client_info *ci)
 		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 		return req;
 	}
-	{
-		int ret = req_alloc_data(req);
-
-		if (ret == -EAGAIN) {
-			/* rx_one parks the connection until memory is freed */
-			ci->mem_wait = true;
-			return req;
-		}
-		if (ret) {
-			ci->close_after_tx = true;
-			req->rq.flags &= ~SD_FLAG_CMD_WRITE;
-			req->rp.result = SD_RES_NO_MEM;
-			return req;
-		}
+	ret = req_alloc_data(req);
+	if (ret == -EAGAIN) {
+		/* rx_one parks the connection until memory is freed */
+		ci->mem_wait = true;
+	} else if (ret) {
+		ci->close_after_tx = true;
+		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
+		req->rp.result = SD_RES_NO_MEM;
 	}
 	return req;
 }
