@@ -266,14 +266,16 @@ static void io_free_buf(struct nbd_io *io)
 {
 	struct nbd_conn *c = io->conn;
 
-	free(io->buf);
-	io->buf = NULL;
-	if (!io->acct)
+	if (!io->acct) { /* not counted: block status extents */
+		free(io->buf);
+		io->buf = NULL;
 		return;
+	}
 	c->inflight_bytes -= io->acct;
 	if (io->type == NBD_CMD_READ)
 		c->reply_bytes -= io->acct;
-	request_mem_put(io->acct);
+	request_payload_put(io->buf, io->acct);
+	io->buf = NULL;
 	io->acct = 0;
 }
 
@@ -433,12 +435,11 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 static int take_payload(struct nbd_conn *c)
 {
 	struct nbd_io *io = c->rx_io;
+	int ret = request_payload_get(io->length, &io->buf, &io->acct);
 
-	if (!request_mem_get(io->length))
-		return -EAGAIN;
-	io->buf = malloc(io->length ? io->length : 1);
-	if (!io->buf) {
-		request_mem_put(io->length);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret) {
 		c->rx_io = NULL;
 		if (io->type == NBD_CMD_READ) {
 			reply_now(io, NBD_ENOMEM);
@@ -448,10 +449,10 @@ static int take_payload(struct nbd_conn *c)
 		}
 		return -ENOMEM;
 	}
-	io->buf_len = io->acct = io->length;
-	c->inflight_bytes += io->length;
+	io->buf_len = io->length;
+	c->inflight_bytes += io->acct;
 	if (io->type == NBD_CMD_READ) {
-		c->reply_bytes += io->length;
+		c->reply_bytes += io->acct;
 	} else {
 		c->rx_buf = io->buf;
 		c->rx_len = io->length;

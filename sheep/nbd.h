@@ -165,7 +165,7 @@ struct nbd_io {
 	uint32_t length;
 	void *buf; /* write payload, read data, block status extents */
 	uint32_t buf_len;
-	uint32_t acct; /* bytes counted in the connection's inflight_bytes */
+	uint32_t acct; /* bytes of buf counted against the payload bound (0: malloc'd) */
 	/* the reply: error (NBD errno) or, for reads, the runs of data and holes */
 	uint32_t error;
 	int nr_runs;

@@ -176,20 +176,33 @@ static bool mem_admit(uint64_t len)
 
 static void mem_kick(void);
 
-bool request_mem_get(uint64_t len)
-{
-	if (!mem_admit(len))
-		return false;
-	inflight_bytes += len;
-	return true;
-}
-
-void request_mem_put(uint64_t len)
+static void mem_put(uint64_t len)
 {
 	if (!len)
 		return;
 	inflight_bytes -= len;
 	mem_kick();
+}
+
+int request_payload_get(uint32_t len, void **buf, uint32_t *cap)
+{
+	uint32_t class_len = UINT32_C(1) << buf_shift(len);
+
+	if (!mem_admit(class_len < len ? len : class_len))
+		return -EAGAIN;
+	*buf = buf_get(len, cap);
+	if (!*buf) {
+		*cap = 0;
+		return -ENOMEM;
+	}
+	inflight_bytes += *cap;
+	return 0;
+}
+
+void request_payload_put(void *buf, uint32_t cap)
+{
+	buf_put(buf, cap);
+	mem_put(cap);
 }
 
 void request_mem_wait(struct request_mem_waiter *w)
@@ -241,7 +254,7 @@ static void req_free_data(struct request *req)
 	if (req->mem_held) {
 		if (is_reply_buf(req))
 			req->ci->reply_bytes -= req->mem_held;
-		request_mem_put(req->mem_held);
+		mem_put(req->mem_held);
 		req->mem_held = 0;
 	}
 }
