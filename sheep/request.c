@@ -334,7 +334,14 @@ static void mem_kick(void)
  * 4,300 a local 4 KiB read takes on the main thread and its worker). Not
  * under ASan, which must see every use after free.
  */
-#ifndef __SANITIZE_ADDRESS__
+#ifdef __SANITIZE_ADDRESS__ /* gcc */
+#define REQ_UNDER_ASAN
+#elif defined(__has_feature) /* clang */
+#if __has_feature(address_sanitizer)
+#define REQ_UNDER_ASAN
+#endif
+#endif
+#ifndef REQ_UNDER_ASAN
 #define REQ_CACHE_MAX 64
 static struct request *req_cache[REQ_CACHE_MAX];
 static int nr_req_cache;
