@@ -44,6 +44,12 @@
 /* requests and payload bytes in flight per connection before it stops reading */
 #define NBD_MAX_INFLIGHT 64
 #define NBD_MAX_INFLIGHT_BYTES (128U << 20)
+/*
+ * Read payload one connection may hold (reads in flight, replies not sent)
+ * before it stops reading requests: a client that pipelines reads and does
+ * not read the replies pins this much (and one request more).
+ */
+#define NBD_MAX_REPLY_BYTES (16U << 20)
 
 struct work_queue *nbd_wq;
 
@@ -68,8 +74,9 @@ void nbd_update_events(struct nbd_conn *c)
 
 	if (c->dead)
 		return;
-	if (!c->close_after_tx && c->state != NBD_ST_WAIT && c->nr_inflight < NBD_MAX_INFLIGHT &&
-	    c->inflight_bytes < NBD_MAX_INFLIGHT_BYTES)
+	if (!c->close_after_tx && c->state != NBD_ST_WAIT && !c->mem_wait &&
+	    c->nr_inflight < NBD_MAX_INFLIGHT && c->inflight_bytes < NBD_MAX_INFLIGHT_BYTES &&
+	    c->reply_bytes < NBD_MAX_REPLY_BYTES)
 		ev |= EPOLLIN;
 	if (!list_empty(&c->tx_queue))
 		ev |= EPOLLOUT;
@@ -257,14 +264,31 @@ void nbd_send_rep_err(struct nbd_conn *c, uint32_t type, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 /* transmission */
 
+/* give io's payload back to the connection's and the global counts */
+static void io_free_buf(struct nbd_io *io)
+{
+	struct nbd_conn *c = io->conn;
+
+	if (!io->acct) { /* not counted: block status extents */
+		free(io->buf);
+		io->buf = NULL;
+		return;
+	}
+	c->inflight_bytes -= io->acct;
+	if (io->type == NBD_CMD_READ)
+		c->reply_bytes -= io->acct;
+	request_payload_put(io->buf, io->acct);
+	io->buf = NULL;
+	io->acct = 0;
+}
+
 static void io_release(struct nbd_tx *tx)
 {
 	struct nbd_io *io = container_of(tx, struct nbd_io, tx);
 	struct nbd_conn *c = io->conn;
 
 	c->nr_inflight--;
-	c->inflight_bytes -= io->acct;
-	free(io->buf);
+	io_free_buf(io);
 	free(io);
 	if (!c->dead)
 		nbd_update_events(c);
@@ -373,6 +397,9 @@ static void io_done(struct work *w)
 {
 	struct nbd_io *io = container_of(w, struct nbd_io, work);
 
+	/* a write's reply carries no data: its payload is not held while it waits */
+	if (io->type == NBD_CMD_WRITE)
+		io_free_buf(io);
 	build_reply(io);
 	queue_tx(io->conn, &io->tx);
 }
@@ -399,6 +426,59 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 	c->refcnt++;
 	c->nr_inflight++;
 	return io;
+}
+
+/*
+ * The payload buffer of the request c->rx_io (a WRITE's data, a READ's
+ * reply), counted against --max-inflight-bytes: 0 when c may go on reading
+ * it; -EAGAIN when c waits for memory (its reading stopped until
+ * conn_mem_resume); -ENOMEM when the request was answered (a read) or the
+ * connection closed (a write, whose payload cannot be skipped).
+ */
+static int take_payload(struct nbd_conn *c)
+{
+	struct nbd_io *io = c->rx_io;
+	int ret = request_payload_get(io->length, &io->buf, &io->acct);
+
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret) {
+		c->rx_io = NULL;
+		if (io->type == NBD_CMD_READ) {
+			reply_now(io, NBD_ENOMEM);
+		} else {
+			io->tx.release(&io->tx);
+			nbd_close_conn(c);
+		}
+		return -ENOMEM;
+	}
+	io->buf_len = io->length;
+	c->inflight_bytes += io->acct;
+	if (io->type == NBD_CMD_READ) {
+		c->reply_bytes += io->acct;
+	} else {
+		c->rx_buf = io->buf;
+		c->rx_len = io->length;
+	}
+	return 0;
+}
+
+static void conn_rx(struct nbd_conn *c);
+
+/* memory was freed: go on with the request c waits to read or run */
+static bool conn_mem_resume(struct request_mem_waiter *w)
+{
+	struct nbd_conn *c = container_of(w, struct nbd_conn, mem_waiter);
+
+	if (!c->dead && c->rx_io && take_payload(c) == -EAGAIN)
+		return false;
+	c->mem_wait = false;
+	if (!c->dead) {
+		nbd_update_events(c);
+		conn_rx(c);
+	}
+	nbd_conn_put(c);
+	return true;
 }
 
 /* a request header is in c->hdr: check it, then read its payload or run it */
@@ -462,32 +542,16 @@ static void handle_request(struct nbd_conn *c)
 		c->close_after_tx = true;
 		return reply_now(io, NBD_EINVAL);
 	}
-	if (io->type == NBD_CMD_WRITE) {
-		io->buf = malloc(io->length ? io->length : 1);
-		if (!io->buf) {
-			io->tx.release(&io->tx);
-			nbd_close_conn(c);
-			return;
-		}
-		io->buf_len = io->acct = io->length;
-		c->inflight_bytes += io->length;
-		c->rx_io = io;
-		c->rx_buf = io->buf;
-		c->rx_len = io->length;
-		c->rx_done = 0;
-		return; /* run once the payload is in */
-	}
-	if (io->type == NBD_CMD_READ) {
-		io->buf = malloc(io->length ? io->length : 1);
-		if (!io->buf)
-			return reply_now(io, NBD_ENOMEM);
-		io->buf_len = io->acct = io->length;
-		c->inflight_bytes += io->length;
-	}
 	c->rx_io = io;
 	c->rx_buf = NULL;
 	c->rx_len = 0;
 	c->rx_done = 0;
+	if ((io->type == NBD_CMD_WRITE || io->type == NBD_CMD_READ) && take_payload(c) == -EAGAIN) {
+		c->mem_wait = true;
+		c->refcnt++; /* held by the waiter */
+		request_mem_wait(&c->mem_waiter);
+		nbd_update_events(c);
+	}
 }
 
 /* a whole request (header and payload) is in: queue it, or answer its error */
@@ -588,6 +652,17 @@ static int rx_bytes(struct nbd_conn *c, void *p, uint32_t len, uint32_t *done)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 0;
+		if (n == 0 && c->state == NBD_ST_TRANS && p == c->hdr && !*done && !c->rx_io &&
+		    c->nr_inflight) {
+			/*
+			 * EOF between requests with some in flight: the client
+			 * shut its sending side and still reads. Answer them;
+			 * the last reply sent closes the connection.
+			 */
+			c->close_after_tx = true;
+			nbd_flush_tx(c);
+			return -1;
+		}
 		if (n <= 0) {
 			if (n == 0 && (c->state != NBD_ST_TRANS || *done || c->rx_io))
 				sd_warn("nbd %s: connection closed in the middle of a %s", c->peer,
@@ -603,18 +678,22 @@ static int rx_bytes(struct nbd_conn *c, void *p, uint32_t len, uint32_t *done)
 static void conn_rx(struct nbd_conn *c)
 {
 	/* a bounded batch per wake-up, for fairness between connections */
-	for (int i = 0; i < 16 && !c->dead && !c->close_after_tx && c->state != NBD_ST_WAIT; i++) {
+	for (int i = 0;
+	     i < 16 && !c->dead && !c->close_after_tx && c->state != NBD_ST_WAIT && !c->mem_wait;
+	     i++) {
 		int ret;
 
-		if (c->state == NBD_ST_TRANS && (c->nr_inflight >= NBD_MAX_INFLIGHT ||
-						 c->inflight_bytes >= NBD_MAX_INFLIGHT_BYTES))
+		if (c->state == NBD_ST_TRANS && !c->hdr_done &&
+		    (c->nr_inflight >= NBD_MAX_INFLIGHT ||
+		     c->inflight_bytes >= NBD_MAX_INFLIGHT_BYTES ||
+		     c->reply_bytes >= NBD_MAX_REPLY_BYTES))
 			break;
 		if (c->hdr_done < c->hdr_len) {
 			ret = rx_bytes(c, c->hdr, c->hdr_len, &c->hdr_done);
 			if (ret <= 0)
 				return;
 			handle_header(c);
-			if (c->dead || c->close_after_tx)
+			if (c->dead || c->close_after_tx || c->mem_wait)
 				return;
 		}
 		if (c->state == NBD_ST_OPT) {
@@ -716,6 +795,7 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 		c->fd = fd;
 		c->refcnt = 1;
 		c->events = EPOLLIN;
+		c->mem_waiter.resume = conn_mem_resume;
 		INIT_LIST_HEAD(&c->tx_queue);
 		peer_name(fd, c->peer, sizeof(c->peer));
 		if (ev_add(fd, EPOLLIN, conn_handler, c)) {

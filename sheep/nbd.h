@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "list.h"
+#include "sheep_priv.h"
 #include "sheepdog_proto.h"
 #include "work.h"
 
@@ -164,7 +165,7 @@ struct nbd_io {
 	uint32_t length;
 	void *buf; /* write payload, read data, block status extents */
 	uint32_t buf_len;
-	uint32_t acct; /* bytes counted in the connection's inflight_bytes */
+	uint32_t acct; /* bytes of buf counted against the payload bound (0: malloc'd) */
 	/* the reply: error (NBD errno) or, for reads, the runs of data and holes */
 	uint32_t error;
 	int nr_runs;
@@ -212,7 +213,11 @@ struct nbd_conn {
 
 	struct list_head tx_queue;
 	int nr_inflight;
-	uint64_t inflight_bytes;
+	uint64_t inflight_bytes; /* payload of its requests (writes' and reads') */
+	uint64_t reply_bytes;	 /* of which, reads' (in flight or not sent yet) */
+	/* rx_io waits for payload memory (--max-inflight-bytes), rx stopped */
+	bool mem_wait;
+	struct request_mem_waiter mem_waiter;
 
 	struct nbd_export *exp;
 };

@@ -72,8 +72,7 @@ static int op_get_node_list(struct request *req)
 
 	group_get_state(&cs);
 	n = min_t(uint32_t, cs.nr_nodes, req->rq.data_length / sizeof(struct sd_node));
-	if (n) /* no buffer at all when data_length is 0 */
-		memcpy(req->data, cs.nodes, n * sizeof(struct sd_node));
+	memcpy(req->data, cs.nodes, n * sizeof(struct sd_node));
 	req->rp.node.nr_nodes = cs.nr_nodes;
 	req->rp.node.local_idx = cs.local_idx;
 	req->rp.data_length = n * sizeof(struct sd_node);
@@ -99,8 +98,7 @@ static int op_stat_sheep(struct request *req)
 	req->rp.node.store_size = st.size;
 	req->rp.node.store_free = st.free;
 	req->rp.data_length = min_t(uint32_t, req->rq.data_length, sizeof(info));
-	if (req->rp.data_length)
-		memcpy(req->data, &info, req->rp.data_length);
+	memcpy(req->data, &info, req->rp.data_length);
 	return SD_RES_SUCCESS;
 }
 

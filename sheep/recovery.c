@@ -706,8 +706,7 @@ int recovery_op_stat(struct request *req)
 	 */
 	if (out.epoch == 0 && out.state == SD_RECOVERY_DONE && !run_queued)
 		out.epoch = group_epoch();
-	if (len) /* no buffer at all when data_length is 0 */
-		memcpy(req->data, &out, len);
+	memcpy(req->data, &out, len);
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
 }

@@ -102,6 +102,25 @@ void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
 void request_set_max_inflight(uint64_t bytes);
+/*
+ * The payload memory of every front-end (this protocol's connections and
+ * NBD's) counts against one bound, --max-inflight-bytes; main thread only.
+ * request_payload_get gives a buffer of at least len bytes (*cap of them,
+ * all counted; from a cache of free buffers): 0, -ENOMEM, or -EAGAIN when
+ * it does not fit (one holder is always let through, however large). Then
+ * the caller parks a waiter with request_mem_wait and stops reading its
+ * connection; the waiter's resume callback is called from the event loop
+ * once payload was freed (request_payload_put). resume is called off the
+ * list: it returns false, with nothing changed, when the memory still does
+ * not fit (the waiter stays first in line).
+ */
+struct request_mem_waiter {
+	struct list_node node;
+	bool (*resume)(struct request_mem_waiter *w);
+};
+int request_payload_get(uint32_t len, void **buf, uint32_t *cap);
+void request_payload_put(void *buf, uint32_t cap);
+void request_mem_wait(struct request_mem_waiter *w);
 /* client connections open now */
 int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */

@@ -649,8 +649,7 @@ int vdi_op_read_vdis(struct request *req)
 		return SD_RES_SUCCESS;
 
 	vdi_table_rdlock();
-	if (len) /* no buffer at all when data_length is 0 */
-		vdi_table_copy_bitmap(req->data, len);
+	vdi_table_copy_bitmap(req->data, len);
 	vdi_table_unlock();
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
