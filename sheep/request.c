@@ -120,7 +120,8 @@ static void *buf_get(uint32_t len, uint32_t *cap)
 		buf_cache_bytes -= *cap;
 		return b;
 	}
-	return malloc(*cap);
+	/* page-aligned, so that a durable write can go to the disk directly (plain.c) */
+	return aligned_alloc(UINT32_C(1) << BUF_MIN_SHIFT, *cap);
 }
 
 static void buf_put(void *p, uint32_t cap)

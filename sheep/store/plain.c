@@ -213,10 +213,50 @@ static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 	return SD_RES_SUCCESS;
 }
 
+/*
+ * A durable write the disk can take directly: buffer, offset and length
+ * aligned to DIRECT_ALIGN (request.c's payload buffers are). One
+ * O_DIRECT|O_DSYNC pwrite costs about what a raw durable write does; a
+ * buffered write and fdatasync took twice that (the tracer: 4 KiB QD1 on
+ * one node, ~57 us in pwrite and ~210 us in fdatasync). 0 on success, 1
+ * when this file system or this write cannot go direct (the caller writes
+ * it buffered), or -errno.
+ */
+#define DIRECT_ALIGN 4096
+static bool direct_off; /* a file system without O_DIRECT: stop trying */
+
+static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t off)
+{
+	int fd, ret;
+
+	if (direct_off || ((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1))
+		return 1;
+	fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC | O_DIRECT | O_DSYNC);
+	if (fd < 0 && errno == EINVAL) {
+		__atomic_store_n(&direct_off, true, __ATOMIC_RELAXED);
+		return 1;
+	}
+	if (fd < 0)
+		return -errno;
+	ret = sd_pwrite_full(fd, buf, len, off);
+	close(fd);
+	return ret == -EINVAL ? 1 : ret;
+}
+
 static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
 {
 	int fd, ret;
 
+	if (sync) {
+		ret = write_direct(oid, buf, len, off);
+		if (ret <= 0) {
+			if (ret) {
+				sd_err("write %016" PRIx64 " failed: %s", oid, strerror(-ret));
+				return err_to_res(-ret);
+			}
+			return SD_RES_SUCCESS;
+		}
+	}
 	fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_to_res(errno);

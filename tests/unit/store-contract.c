@@ -139,6 +139,36 @@ static void scenario(const struct store_driver *d, const char *dir)
 	      "stat: %llu objects, %llu used", (unsigned long long)st.nr_objects,
 	      (unsigned long long)st.used);
 
+	/*
+	 * durable writes, page-aligned (plain sends them to the disk directly,
+	 * O_DIRECT) and not: each reads back, and the bytes around it stay
+	 */
+	{
+		char *al = aligned_alloc(4096, 3 * 4096), *rd = malloc(5 * 4096);
+
+		CHECK(al && rd, "buffers");
+		if (al && rd) {
+			memset(al, 'D', 2 * 4096);
+			CHECK(d->create_and_write(OID_MISSING, 0, "s", 1, 0, true) == SD_RES_SUCCESS,
+			      "create for the durable writes");
+			CHECK(d->write(OID_MISSING, al, 2 * 4096, 4096, true) == SD_RES_SUCCESS,
+			      "an aligned durable write");
+			memset(al + 1, 'U', 4096);
+			CHECK(d->write(OID_MISSING, al + 1, 4096, 3 * 4096 + 1, true) ==
+				      SD_RES_SUCCESS,
+			      "an unaligned durable write");
+			CHECK(d->read(OID_MISSING, rd, 5 * 4096, 0) == SD_RES_SUCCESS, "read back");
+			CHECK(rd[0] == 's' && all_zero(rd + 1, 4095), "before: untouched");
+			CHECK(rd[4096] == 'D' && rd[3 * 4096 - 1] == 'D' && rd[3 * 4096] == 0,
+			      "the aligned write");
+			CHECK(rd[3 * 4096 + 1] == 'U' && rd[4 * 4096] == 'U' && all_zero(rd + 4 * 4096 + 1, 4095),
+			      "the unaligned write, and after it");
+			CHECK(d->remove(OID_MISSING) == SD_RES_SUCCESS, "remove");
+		}
+		free(al);
+		free(rd);
+	}
+
 	/* reopen: what was stored stays */
 	CHECK(d->init(dir) == SD_RES_SUCCESS, "init again");
 	CHECK(d->read(OID_B, buf, 1, 0) == SD_RES_SUCCESS && buf[0] == 'Q',
