@@ -277,7 +277,7 @@ static void io_free_buf(struct nbd_io *io)
 	c->inflight_bytes -= io->acct;
 	if (io->type == NBD_CMD_READ)
 		c->reply_bytes -= io->acct;
-	request_payload_put(io->buf, io->acct);
+	payload_put(io->buf, io->acct);
 	io->buf = NULL;
 	io->acct = 0;
 }
@@ -438,7 +438,7 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 static int take_payload(struct nbd_conn *c)
 {
 	struct nbd_io *io = c->rx_io;
-	int ret = request_payload_get(io->length, &io->buf, &io->acct);
+	int ret = payload_get(io->length, &io->buf, &io->acct);
 
 	if (ret == -EAGAIN)
 		return ret;
@@ -466,7 +466,7 @@ static int take_payload(struct nbd_conn *c)
 static void conn_rx(struct nbd_conn *c);
 
 /* memory was freed: go on with the request c waits to read or run */
-static bool conn_mem_resume(struct request_mem_waiter *w)
+static bool conn_mem_resume(struct payload_waiter *w)
 {
 	struct nbd_conn *c = container_of(w, struct nbd_conn, mem_waiter);
 
@@ -549,7 +549,7 @@ static void handle_request(struct nbd_conn *c)
 	if ((io->type == NBD_CMD_WRITE || io->type == NBD_CMD_READ) && take_payload(c) == -EAGAIN) {
 		c->mem_wait = true;
 		c->refcnt++; /* held by the waiter */
-		request_mem_wait(&c->mem_waiter);
+		payload_wait(&c->mem_waiter);
 		nbd_update_events(c);
 	}
 }

@@ -217,7 +217,7 @@ struct nbd_conn {
 	uint64_t reply_bytes;	 /* of which, reads' (in flight or not sent yet) */
 	/* rx_io waits for payload memory (--max-inflight-bytes), rx stopped */
 	bool mem_wait;
-	struct request_mem_waiter mem_waiter;
+	struct payload_waiter mem_waiter;
 
 	struct nbd_export *exp;
 };

@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 
@@ -46,8 +45,8 @@ struct client_info {
 	bool dead;
 	bool close_after_tx;
 	bool rx_paused;
-	bool mem_wait; /* rx_req waits for payload memory (in mem_waiters) */
-	struct request_mem_waiter mem_waiter;
+	bool mem_wait; /* rx_req waits for payload memory (a payload waiter) */
+	struct payload_waiter mem_waiter;
 	uint64_t reply_bytes; /* payload held for replies (MAX_REPLY_BYTES) */
 	uint32_t events;
 	uint8_t addr[16]; /* the client's address, IPv6 or v4-mapped */
@@ -81,136 +80,6 @@ static void accept_set(bool on);
 
 static void client_handler(int fd, uint32_t events, void *data);
 
-/*
- * Payload buffers are allocated and freed on the main thread only, so a
- * cache of free buffers per power-of-two size needs no lock. It keeps
- * malloc off the request path (whose cost otherwise depends on the heap's
- * history) and bounds what it holds.
- */
-#define BUF_MIN_SHIFT 12
-#define BUF_MAX_SHIFT 23 /* 8 MiB: the largest payload rounds up to it */
-#define BUF_CACHE_BYTES (UINT64_C(64) << 20)
-
-struct free_buf {
-	struct free_buf *next;
-};
-
-static struct free_buf *buf_cache[BUF_MAX_SHIFT + 1];
-static uint64_t buf_cache_bytes;
-
-static unsigned buf_shift(uint32_t len)
-{
-	unsigned shift = BUF_MIN_SHIFT;
-
-	while (shift < BUF_MAX_SHIFT && (UINT32_C(1) << shift) < len)
-		shift++;
-	return shift;
-}
-
-static void *buf_get(uint32_t len, uint32_t *cap)
-{
-	unsigned shift = buf_shift(len);
-	struct free_buf *b = buf_cache[shift];
-
-	if ((UINT32_C(1) << shift) < len) /* beyond the largest class: plain malloc */
-		return (*cap = len), malloc(len);
-	*cap = UINT32_C(1) << shift;
-	if (b) {
-		buf_cache[shift] = b->next;
-		buf_cache_bytes -= *cap;
-		return b;
-	}
-	/* page-aligned, so that a durable write can go to the disk directly (plain.c) */
-	return aligned_alloc(UINT32_C(1) << BUF_MIN_SHIFT, *cap);
-}
-
-static void buf_put(void *p, uint32_t cap)
-{
-	unsigned shift = buf_shift(cap);
-	struct free_buf *b = p;
-
-	if (!p)
-		return;
-	if ((UINT32_C(1) << shift) != cap || buf_cache_bytes + cap > BUF_CACHE_BYTES) {
-		free(p);
-		return;
-	}
-	b->next = buf_cache[shift];
-	buf_cache[shift] = b;
-	buf_cache_bytes += cap;
-}
-
-/*
- * Bounded payload memory (main thread only). The payload buffers of client
- * requests (what they send and what their replies carry) count against
- * max_inflight_bytes; a request whose payload would go past it waits, its
- * header read, with its connection out of the poll set (backpressure: TCP
- * stops the client), until enough payload is freed. Nothing is failed or
- * dropped. One request is always let through, however large, so that a
- * bound below one payload cannot stall. Peer and recovery requests are not
- * counted: a gateway waits on its peers while holding its client's payload,
- * and a peer that waited for memory held by such gateways would deadlock
- * them; their number is bounded by the worker queues.
- */
-static uint64_t inflight_bytes, max_inflight_bytes = UINT64_C(64) << 20;
-static LIST_HEAD(mem_waiters);
-/* payload was freed while connections wait: resume them from the loop */
-static int mem_event_fd = -1;
-static bool mem_event_armed;
-
-void request_set_max_inflight(uint64_t bytes)
-{
-	max_inflight_bytes = bytes;
-}
-
-static bool mem_counted(const struct sd_req *rq)
-{
-	const struct sd_op_template *op = get_sd_op(rq->opcode);
-
-	return !op || (op->type != OP_PEER && op->type != OP_FETCH);
-}
-
-static bool mem_admit(uint64_t len)
-{
-	return inflight_bytes == 0 || inflight_bytes + len <= max_inflight_bytes;
-}
-
-static void mem_kick(void);
-
-static void mem_put(uint64_t len)
-{
-	if (!len)
-		return;
-	inflight_bytes -= len;
-	mem_kick();
-}
-
-int request_payload_get(uint32_t len, void **buf, uint32_t *cap)
-{
-	uint32_t class_len = UINT32_C(1) << buf_shift(len);
-
-	if (!mem_admit(class_len < len ? len : class_len))
-		return -EAGAIN;
-	*buf = buf_get(len, cap);
-	if (!*buf) {
-		*cap = 0;
-		return -ENOMEM;
-	}
-	inflight_bytes += *cap;
-	return 0;
-}
-
-void request_payload_put(void *buf, uint32_t cap)
-{
-	buf_put(buf, cap);
-	mem_put(cap);
-}
-
-void request_mem_wait(struct request_mem_waiter *w)
-{
-	list_add_tail(&w->node, &mem_waiters);
-}
-
 /* a valid buffer for a request without payload: handlers may memcpy 0 bytes */
 static uint64_t empty_payload;
 
@@ -220,44 +89,56 @@ static bool is_reply_buf(const struct request *req)
 	return !(req->rq.flags & SD_FLAG_CMD_WRITE);
 }
 
-/* the payload of a request: counted, or marked to wait for memory (NULL) */
+/*
+ * Peer and recovery requests are not counted against the payload bound: a
+ * gateway waits on its peers while holding its client's payload, and a
+ * peer that waited for memory held by such gateways would deadlock them;
+ * their number is bounded by the worker queues.
+ */
+static bool mem_counted(const struct sd_req *rq)
+{
+	const struct sd_op_template *op = get_sd_op(rq->opcode);
+
+	return !op || (op->type != OP_PEER && op->type != OP_FETCH);
+}
+
+/* the payload of a request: 0, -ENOMEM, or -EAGAIN (it waits for memory) */
 static int req_alloc_data(struct request *req)
 {
-	uint32_t len = req->rq.data_length, cap = UINT32_C(1) << buf_shift(len);
-	bool counted = mem_counted(&req->rq);
+	uint32_t len = req->rq.data_length;
+	int ret;
 
 	if (!len) {
 		req->data = &empty_payload;
 		req->data_cap = 0;
 		return 0;
 	}
-	if (counted && !mem_admit(cap < len ? len : cap))
-		return -EAGAIN;
-	req->data = buf_get(len, &req->data_cap);
-	if (!req->data)
-		return -ENOMEM;
-	if (counted) {
-		req->mem_held = req->data_cap;
-		inflight_bytes += req->mem_held;
-		if (is_reply_buf(req))
-			req->ci->reply_bytes += req->mem_held;
+	if (!mem_counted(&req->rq)) {
+		req->data = payload_buf_get(len, &req->data_cap);
+		return req->data ? 0 : -ENOMEM;
 	}
+	ret = payload_get(len, &req->data, &req->data_cap);
+	if (ret)
+		return ret;
+	req->mem_held = req->data_cap;
+	if (is_reply_buf(req))
+		req->ci->reply_bytes += req->mem_held;
 	return 0;
 }
 
 /* give the payload buffer back (its reply carries none, or it is freed) */
 static void req_free_data(struct request *req)
 {
-	if (req->data_cap)
-		buf_put(req->data, req->data_cap);
-	req->data = &empty_payload;
-	req->data_cap = 0;
 	if (req->mem_held) {
 		if (is_reply_buf(req))
 			req->ci->reply_bytes -= req->mem_held;
-		mem_put(req->mem_held);
+		payload_put(req->data, req->data_cap);
 		req->mem_held = 0;
+	} else if (req->data_cap) {
+		payload_buf_put(req->data, req->data_cap);
 	}
+	req->data = &empty_payload;
+	req->data_cap = 0;
 }
 
 static void update_events(struct client_info *ci);
@@ -270,7 +151,7 @@ static void client_rx(struct client_info *ci);
  * with it (a read has nothing more to arrive: no poll event would come for
  * it). false, with nothing changed, when it still does not fit.
  */
-static bool client_mem_resume(struct request_mem_waiter *w)
+static bool client_mem_resume(struct payload_waiter *w)
 {
 	struct client_info *ci = container_of(w, struct client_info, mem_waiter);
 	struct request *req = ci->rx_req;
@@ -292,40 +173,6 @@ static bool client_mem_resume(struct request_mem_waiter *w)
 		client_rx(ci);
 	client_put(ci);
 	return true;
-}
-
-/*
- * Give memory to the connections that wait for it, first come first. From
- * the event loop, never from inside free_request, whose callers walk their
- * lists.
- */
-static void mem_resume(int fd, uint32_t events, void *data)
-{
-	uint64_t v;
-
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		sd_debug("mem event: %m");
-	mem_event_armed = false;
-	while (!list_empty(&mem_waiters)) {
-		struct request_mem_waiter *w =
-		    list_first_entry(&mem_waiters, struct request_mem_waiter, node);
-
-		list_del(&w->node);
-		if (!w->resume(w)) {
-			list_add(&w->node, &mem_waiters);
-			return;
-		}
-	}
-}
-
-static void mem_kick(void)
-{
-	uint64_t one = 1;
-
-	if (mem_event_armed || list_empty(&mem_waiters))
-		return;
-	if (write(mem_event_fd, &one, sizeof(one)) == sizeof(one))
-		mem_event_armed = true;
 }
 
 /*
@@ -758,8 +605,8 @@ static int rx_one(struct client_info *ci)
 			return -1;
 		}
 		if (ci->mem_wait) {
-			ci->refcnt++; /* held by mem_waiters */
-			request_mem_wait(&ci->mem_waiter);
+			ci->refcnt++; /* held by the payload waiters */
+			payload_wait(&ci->mem_waiter);
 			update_events(ci);
 			return 0;
 		}
@@ -1068,10 +915,7 @@ int create_listen_port(const char *bind_addr, int port)
 	tick_timer_fd = add_timer(client_tick);
 	if (tick_timer_fd < 0)
 		return tick_timer_fd;
-	mem_event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (mem_event_fd < 0)
-		return -errno;
-	ret = ev_add(mem_event_fd, EPOLLIN, mem_resume, NULL);
+	ret = payload_init();
 	if (ret)
 		return ret;
 	max_clients = sys.max_connections ? sys.max_connections : default_max_clients();

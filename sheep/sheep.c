@@ -541,7 +541,7 @@ int main(int argc, char **argv)
 		sd_emerg("cannot load the vdis: %s", strerror(-ret));
 		return 1;
 	}
-	request_set_max_inflight(max_inflight ? max_inflight
+	payload_set_max(max_inflight ? max_inflight
 					      : (uint64_t)(threads + 2) * SD_DATA_OBJ_SIZE);
 	io_wq = wq_create("io", threads);
 	cluster_wq = wq_create("cluster", 1);

@@ -101,26 +101,32 @@ void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */
 void request_join_done(void);
-void request_set_max_inflight(uint64_t bytes);
 /*
- * The payload memory of every front-end (this protocol's connections and
- * NBD's) counts against one bound, --max-inflight-bytes; main thread only.
- * request_payload_get gives a buffer of at least len bytes (*cap of them,
- * all counted; from a cache of free buffers): 0, -ENOMEM, or -EAGAIN when
- * it does not fit (one holder is always let through, however large). Then
- * the caller parks a waiter with request_mem_wait and stops reading its
- * connection; the waiter's resume callback is called from the event loop
- * once payload was freed (request_payload_put). resume is called off the
- * list: it returns false, with nothing changed, when the memory still does
- * not fit (the waiter stays first in line).
+ * payload.c: the payload memory of every front-end (this protocol's
+ * connections and NBD's) counts against one bound, --max-inflight-bytes;
+ * main thread only. payload_get gives a buffer of at least len bytes (*cap
+ * of them, all counted; from a cache of free buffers, page-aligned): 0,
+ * -ENOMEM, or -EAGAIN when it does not fit (one holder is always let
+ * through, however large). Then the caller parks a waiter with
+ * payload_wait and stops reading its connection; the waiter's resume
+ * callback is called from the event loop once payload was freed
+ * (payload_put). resume is called off the list: it returns false, with
+ * nothing changed, when the memory still does not fit (the waiter stays
+ * first in line). payload_buf_get/put: the same buffers, not counted.
  */
-struct request_mem_waiter {
+struct payload_waiter {
 	struct list_node node;
-	bool (*resume)(struct request_mem_waiter *w);
+	bool (*resume)(struct payload_waiter *w);
 };
-int request_payload_get(uint32_t len, void **buf, uint32_t *cap);
-void request_payload_put(void *buf, uint32_t cap);
-void request_mem_wait(struct request_mem_waiter *w);
+int payload_init(void);
+void payload_set_max(uint64_t bytes);
+int payload_get(uint32_t len, void **buf, uint32_t *cap);
+void payload_put(void *buf, uint32_t cap);
+void payload_wait(struct payload_waiter *w);
+/* resume the waiters now (the event loop does it after a payload_put) */
+void payload_resume(void);
+void *payload_buf_get(uint32_t len, uint32_t *cap);
+void payload_buf_put(void *p, uint32_t cap);
 /* client connections open now */
 int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */

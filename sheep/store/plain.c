@@ -215,7 +215,7 @@ static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 
 /*
  * A durable write the disk can take directly: buffer, offset and length
- * aligned to DIRECT_ALIGN (request.c's payload buffers are). One
+ * aligned to DIRECT_ALIGN (payload.c's buffers are). One
  * O_DIRECT|O_DSYNC pwrite costs about what a raw durable write does; a
  * buffered write and fdatasync took twice that (the tracer: 4 KiB QD1 on
  * one node, ~57 us in pwrite and ~210 us in fdatasync). 0 on success, 1

@@ -109,10 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			shutdown(sv[1], SHUT_WR);
 			shut = true;
 		}
-		/* payload memory freed while the connection waited for it: what
-		 * the event loop's mem event would do */
-		if (ci->mem_wait && mem_admit(0))
-			mem_resume(mem_event_fd, EPOLLIN, NULL);
+		/* what the event loop does once payload was freed: a waiter
+		 * whose payload still does not fit stays waiting */
+		if (ci->mem_wait)
+			payload_resume();
 		/* what epoll would report: only the events the connection asked for */
 		ev = ci->events & (EPOLLIN | EPOLLOUT);
 		if (!ci->dead && ev)

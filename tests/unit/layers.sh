@@ -2,8 +2,8 @@
 # The layering of sheep/: every call between two of its files goes down,
 # in this order (a file calls only files of a lower rank):
 #
-#   sheep (main) > nbd* (front-end; counts its payload through request.c)
-#   > request, metrics (front-ends) > ordered > ops > peer (the peer ops)
+#   sheep (main) > request, nbd*, metrics (front-ends) > payload (their
+#   payload memory) > ordered > ops > peer (the peer ops)
 #   > recovery > vdi, vdi_sync > gateway > replica > deleted
 #   > peer_io (requests to peers) > vdi_table > store/* > group
 #   > cluster/* > inode, stat > work
@@ -23,8 +23,8 @@ verbose=${1:-}
 # rank of each unit (a file, or a family of files: nbd*, store/*, cluster/*)
 declare -A rank=(
 	[sheep]=100
-	[nbd]=92
-	[request]=90 [metrics]=90
+	[request]=90 [nbd]=90 [metrics]=90
+	[payload]=88
 	[ordered]=86 [ops]=85 [peer]=82 [access]=80
 	[recovery]=72 [vdi]=70 [vdi_sync]=70
 	[gateway]=60
