@@ -164,6 +164,24 @@ static void scenario(const struct store_driver *d, const char *dir)
 			CHECK(rd[3 * 4096 + 1] == 'U' && rd[4 * 4096] == 'U' && all_zero(rd + 4 * 4096 + 1, 4095),
 			      "the unaligned write, and after it");
 			CHECK(d->remove(OID_MISSING) == SD_RES_SUCCESS, "remove");
+			/* an aligned durable create (plain: O_DIRECT) at an offset */
+			memset(al, 'C', 2 * 4096);
+			CHECK(d->create_and_write(OID_MISSING, 0, al, 2 * 4096, 4096, true) ==
+				  SD_RES_SUCCESS,
+			      "an aligned durable create");
+			CHECK(d->read(OID_MISSING, rd, 3 * 4096, 0) == SD_RES_SUCCESS &&
+				  all_zero(rd, 4096) && rd[4096] == 'C' && rd[3 * 4096 - 1] == 'C',
+			      "it reads back, zeros before it");
+			/* the same create again finds the object: a write of its range */
+			memset(al, 'E', 4096);
+			CHECK(d->create_and_write(OID_MISSING, 0, al, 4096, 2 * 4096, true) ==
+				  SD_RES_SUCCESS,
+			      "an aligned durable create of an existing object");
+			CHECK(d->read(OID_MISSING, rd, 3 * 4096, 0) == SD_RES_SUCCESS &&
+				  rd[4096] == 'C' && rd[2 * 4096 - 1] == 'C' &&
+				  rd[2 * 4096] == 'E' && rd[3 * 4096 - 1] == 'E',
+			      "it wrote its range only");
+			CHECK(d->remove(OID_MISSING) == SD_RES_SUCCESS, "remove");
 		}
 		free(al);
 		free(rd);
