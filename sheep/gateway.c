@@ -3,11 +3,12 @@
  * request and forwards it to the replica nodes that the ring of the current
  * epoch names for the oid (the local replica goes straight to the store).
  *
- * - Writes go to every replica at once (peer_fanout: the request goes to
- *   every remote replica together, from this thread, and the local copy is
- *   written while they write theirs), and succeed only when every replica
- *   acknowledged. With fewer live nodes than copies a write fails with
- *   SD_RES_HALT: redundancy is never dropped silently.
+ * - Writes go to every replica at once (peer_fanout_work: the request goes
+ *   to every remote replica together, from this thread, and the local copy
+ *   is written while the sends wait on their sockets and while the nodes
+ *   write theirs), and succeed only when every replica acknowledged. With
+ *   fewer live nodes than copies a write fails with SD_RES_HALT:
+ *   redundancy is never dropped silently.
  * - Reads go to one replica (the local one first) and fail over to the next,
  *   and finally to any node, since without recovery a replica of the new
  *   ring may not hold the object yet.
@@ -138,10 +139,43 @@ static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 }
 
 /*
+ * The local copy of a write, as the fan-out's work (peer_fanout_work): it
+ * runs whenever the sockets to the remote replicas would block. A write
+ * without the sync flag goes in slices of LOCAL_SLICE, so that the sends
+ * go on between them (each slice is buffered, none flushed: a later flush
+ * makes them durable with the rest). A durable write stays one write (the
+ * store's O_DIRECT|O_DSYNC where aligned; several would each be a flush),
+ * and so does a create (an object appears whole or not at all).
+ */
+#define LOCAL_SLICE (512U << 10)
+
+struct local_part {
+	const struct gw_io *io;
+	uint32_t done;
+	int ret;
+};
+
+static bool local_step(void *arg)
+{
+	struct local_part *l = arg;
+	const struct gw_io *io = l->io;
+	uint32_t n;
+
+	if (io->opcode != SD_OP_WRITE_PEER || io->sync || io->len <= LOCAL_SLICE) {
+		l->ret = local_io(io);
+		return false;
+	}
+	n = min_t(uint32_t, io->len - l->done, LOCAL_SLICE);
+	l->ret = replica_write(io->oid, (char *)io->buf + l->done, n, io->off + l->done, false);
+	l->done += n;
+	return l->ret == SD_RES_SUCCESS && l->done < io->len;
+}
+
+/*
  * Write to every replica at once: the request goes out to the remote ones
- * (peer_fanout_start: to all of them together), the local copy is written
- * while they write theirs, then their answers are gathered. A write takes
- * as long as its slowest replica, not their sum.
+ * (all of them together), the local copy is written while the sockets
+ * wait and while the nodes write theirs, and their answers are gathered.
+ * A write takes as long as its slowest replica, not their sum.
  */
 static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 {
@@ -149,7 +183,7 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 	int n = ring_map(&er->ring, io->oid, io->copies, idx);
 	int ret = SD_RES_SUCCESS, nr = 0, r;
 	struct peer_call calls[SD_MAX_COPIES];
-	struct peer_fanout f;
+	struct local_part l = { .io = io, .ret = SD_RES_SUCCESS };
 	bool local = false;
 	struct sd_req rq;
 
@@ -162,13 +196,9 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 		else
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[idx[i]].nid };
 	}
-	peer_fanout_start(&f, &rq, io->buf, calls, nr);
-	if (local) {
-		r = local_io(io);
-		if (r != SD_RES_SUCCESS)
-			ret = r;
-	}
-	peer_fanout_finish(&f);
+	peer_fanout_work(&rq, io->buf, calls, nr, local ? local_step : NULL, &l);
+	if (l.ret != SD_RES_SUCCESS)
+		ret = l.ret;
 	for (int i = 0; i < nr; i++) {
 		r = calls[i].result;
 		/* removing what a replica does not have is no failure */
@@ -477,6 +507,19 @@ int gateway_create_and_write_obj(struct request *req)
 	return ret;
 }
 
+struct flush_part {
+	uint64_t oid;
+	int ret;
+};
+
+static bool flush_step(void *arg)
+{
+	struct flush_part *fl = arg;
+
+	fl->ret = replica_flush(fl->oid);
+	return false;
+}
+
 /*
  * Flush here and on every other node of the ring, all at once: the VDI's
  * objects written without sync since its last flush (the oid names the
@@ -487,7 +530,7 @@ int gateway_flush_vdi(struct request *req)
 	struct epoch_ring *er = group_ring_get();
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
 	struct peer_call calls[SD_MAX_NODES];
-	struct peer_fanout f;
+	struct flush_part fl = { .oid = req->rq.obj.oid };
 	int ret, nr = 0;
 
 	if (!er)
@@ -497,9 +540,8 @@ int gateway_flush_vdi(struct request *req)
 	for (int i = 0; i < er->ring.nr_nodes; i++)
 		if (i != er->local_idx)
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[i].nid };
-	peer_fanout_start(&f, &rq, NULL, calls, nr);
-	ret = replica_flush(req->rq.obj.oid);
-	peer_fanout_finish(&f);
+	peer_fanout_work(&rq, NULL, calls, nr, flush_step, &fl);
+	ret = fl.ret;
 	for (int i = 0; i < nr; i++) {
 		int r = calls[i].result;
 

@@ -16,9 +16,11 @@
  *   PEER_TIMEOUT_MS gets SD_RES_NETWORK.
  * A payload larger than the socket buffers goes out in pieces as each
  * socket takes them (partial sends, EAGAIN), so the sends to every node
- * progress together; peer_fanout_start returns once every node has its
- * whole request, so that the caller's own part (the gateway's local write)
- * overlaps the nodes' work.
+ * progress together. The caller's own part (the gateway's local write)
+ * runs on the same thread, a step at a time, whenever no socket can take
+ * or give anything: it overlaps the sends and the nodes' work, with no
+ * thread of its own. The time a step takes does not count against the
+ * nodes' PEER_TIMEOUT_MS (nobody watched their sockets meanwhile).
  *
  * The connection cache keeps, per peer, a few idle non-blocking sockets
  * under one mutex. A socket is handed to one thread at a time; a thread
@@ -267,6 +269,16 @@ static void conn_drop(const struct sd_node_id *nid)
 
 enum { CALL_SEND, CALL_RECV_HDR, CALL_RECV_DATA, CALL_DONE };
 
+struct peer_fanout {
+	const struct sd_req *rq;
+	const void *wdata;
+	struct peer_call *calls;
+	int nr;
+	bool (*step)(void *arg); /* the caller's work, while working */
+	void *arg;
+	bool working;
+};
+
 static uint32_t payload_len(const struct peer_fanout *f)
 {
 	return (f->rq->flags & SD_FLAG_CMD_WRITE) ? f->rq->data_length : 0;
@@ -383,25 +395,37 @@ static void call_open(const struct peer_fanout *f, struct peer_call *c, bool fre
 		call_fail(f, c, ret);
 }
 
+/* the caller's work: one step, its time not counted against the calls */
+static void fanout_step(struct peer_fanout *f)
+{
+	uint64_t t0 = sd_now_ns(), spent;
+
+	f->working = f->step(f->arg);
+	spent = sd_now_ns() - t0;
+	for (int i = 0; i < f->nr; i++)
+		if (f->calls[i].state != CALL_DONE)
+			f->calls[i].last_ns += spent;
+}
+
 /*
- * Move the calls of f on as their sockets allow, until every one is done,
- * or with sent_only, until every one has sent its request (answers are
- * left for later).
+ * Move the calls of f on as their sockets allow, and the caller's work a
+ * step whenever they would all block, until the calls and the work are
+ * done.
  */
-static void fanout_run(struct peer_fanout *f, bool sent_only)
+static void fanout_run(struct peer_fanout *f)
 {
 	struct pollfd pfd[SD_MAX_NODES];
 	int map[SD_MAX_NODES];
 
 	for (;;) {
 		uint64_t now = sd_now_ns();
-		int n = 0, timeout = PEER_TIMEOUT_MS, r;
+		int n = 0, sending = 0, timeout = PEER_TIMEOUT_MS, r;
 
 		for (int i = 0; i < f->nr && n < SD_MAX_NODES; i++) {
 			struct peer_call *c = &f->calls[i];
 			int64_t left;
 
-			if (c->state == CALL_DONE || (sent_only && c->state != CALL_SEND))
+			if (c->state == CALL_DONE)
 				continue;
 			left = ((int64_t)(c->last_ns - now) / 1000000) + PEER_TIMEOUT_MS;
 			if (left <= 0) {
@@ -410,18 +434,29 @@ static void fanout_run(struct peer_fanout *f, bool sent_only)
 			}
 			if (left < timeout)
 				timeout = (int)left;
+			sending += c->state == CALL_SEND;
 			pfd[n] =
 			    (struct pollfd){ c->fd, c->state == CALL_SEND ? POLLOUT : POLLIN, 0 };
 			map[n++] = i;
 		}
-		if (!n)
+		if (!n && !f->working)
 			return;
-		r = poll(pfd, (nfds_t)n, timeout);
+		/* answers can wait for the work; a send goes on first if it can */
+		if (f->working && !sending) {
+			fanout_step(f);
+			continue;
+		}
+		/* with work to do, only a look: the work runs when nothing is ready */
+		r = poll(pfd, (nfds_t)n, f->working ? 0 : timeout);
 		if (r < 0 && errno != EINTR) {
 			int err = -errno;
 
 			for (int j = 0; j < n; j++)
 				call_fail(f, &f->calls[map[j]], err);
+			continue;
+		}
+		if (r == 0 && f->working) {
+			fanout_step(f);
 			continue;
 		}
 		for (int j = 0; r > 0 && j < n; j++) {
@@ -437,13 +472,18 @@ static void fanout_run(struct peer_fanout *f, bool sent_only)
 	}
 }
 
-void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
-		       struct peer_call *calls, int nr)
+void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr,
+		      bool (*step)(void *arg), void *arg)
 {
-	f->rq = rq;
-	f->wdata = wdata;
-	f->calls = calls;
-	f->nr = nr;
+	struct peer_fanout f = { .rq = rq,
+				 .wdata = wdata,
+				 .calls = calls,
+				 .nr = nr,
+				 .step = step,
+				 .arg = arg,
+				 .working = step != NULL };
+
+	/* every node gets what its socket takes at once, before any work */
 	for (int i = 0; i < nr; i++) {
 		struct peer_call *c = &calls[i];
 
@@ -453,27 +493,14 @@ void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const voi
 		if (!c->rdata)
 			c->rlen = 0;
 		memset(&c->rsp, 0, sizeof(c->rsp));
-		call_open(f, c, false);
+		call_open(&f, c, false);
 	}
-	/*
-	 * Every node has its whole request before the caller does its own
-	 * part: a node can only start on a write once it has all of it, so
-	 * the nodes' work overlaps the caller's, not the sends' tail.
-	 */
-	fanout_run(f, true);
-}
-
-void peer_fanout_finish(struct peer_fanout *f)
-{
-	fanout_run(f, false);
+	fanout_run(&f);
 }
 
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr)
 {
-	struct peer_fanout f;
-
-	peer_fanout_start(&f, rq, wdata, calls, nr);
-	peer_fanout_finish(&f);
+	peer_fanout_work(rq, wdata, calls, nr, NULL, NULL);
 }
 
 int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,

@@ -281,22 +281,16 @@ struct peer_call {
 	size_t done;
 	uint64_t last_ns;
 };
-struct peer_fanout {
-	const struct sd_req *rq;
-	const void *wdata;
-	struct peer_call *calls;
-	int nr;
-};
 /*
  * Send rq (and wdata when rq has SD_FLAG_CMD_WRITE) to the nodes of
- * calls[nr] at once: start connects and sends the request to every node,
- * all together, and returns once each has it whole (the caller does its
- * own part while the nodes work); finish gathers every answer.
- * peer_fanout does both. Never fails as a whole: each call has its result.
+ * calls[nr] at once, and gather their answers. With step: the caller's
+ * own part of the request, done on this thread while the sends and the
+ * answers wait on their sockets; step does a slice of it and returns true
+ * while there is more. Returns once every node answered (or failed) and
+ * step returned false. Never fails as a whole: each call has its result.
  */
-void peer_fanout_start(struct peer_fanout *f, const struct sd_req *rq, const void *wdata,
-		       struct peer_call *calls, int nr);
-void peer_fanout_finish(struct peer_fanout *f);
+void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr,
+		      bool (*step)(void *arg), void *arg);
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr);
 /*
  * One request to nid: wdata is sent when rq has SD_FLAG_CMD_WRITE,
