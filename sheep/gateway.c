@@ -139,13 +139,14 @@ static int read_once(const struct epoch_ring *er, const struct gw_io *io)
 }
 
 /*
- * The local copy of a write, as the fan-out's work (peer_fanout_work): it
- * runs whenever the sockets to the remote replicas would block. A write
- * without the sync flag goes in slices of LOCAL_SLICE, so that the sends
- * go on between them (each slice is buffered, none flushed: a later flush
- * makes them durable with the rest). A durable write stays one write (the
+ * The local copy of a write, as the fan-out's work (peer_fanout_work). A
+ * write without the sync flag goes in slices of LOCAL_SLICE, one whenever
+ * the sockets to the remote replicas would block, so that the sends go on
+ * between them (each slice is buffered, none flushed: a later flush makes
+ * them durable with the rest). A durable write stays one write (the
  * store's O_DIRECT|O_DSYNC where aligned; several would each be a flush),
- * and so does a create (an object appears whole or not at all).
+ * and so does a create (an object appears whole or not at all): it runs
+ * once every remote replica has its request, while they write theirs.
  */
 #define LOCAL_SLICE (512U << 10)
 
@@ -155,13 +156,18 @@ struct local_part {
 	int ret;
 };
 
+static bool sliced(const struct gw_io *io)
+{
+	return io->opcode == SD_OP_WRITE_PEER && !io->sync && io->len > LOCAL_SLICE;
+}
+
 static bool local_step(void *arg)
 {
 	struct local_part *l = arg;
 	const struct gw_io *io = l->io;
 	uint32_t n;
 
-	if (io->opcode != SD_OP_WRITE_PEER || io->sync || io->len <= LOCAL_SLICE) {
+	if (!sliced(io)) {
 		l->ret = local_io(io);
 		return false;
 	}
@@ -184,6 +190,7 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 	int ret = SD_RES_SUCCESS, nr = 0, r;
 	struct peer_call calls[SD_MAX_COPIES];
 	struct local_part l = { .io = io, .ret = SD_RES_SUCCESS };
+	struct peer_work w = { local_step, &l, sliced(io) };
 	bool local = false;
 	struct sd_req rq;
 
@@ -196,7 +203,7 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 		else
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[idx[i]].nid };
 	}
-	peer_fanout_work(&rq, io->buf, calls, nr, local ? local_step : NULL, &l);
+	peer_fanout_work(&rq, io->buf, calls, nr, local ? &w : NULL);
 	if (l.ret != SD_RES_SUCCESS)
 		ret = l.ret;
 	for (int i = 0; i < nr; i++) {
@@ -531,6 +538,7 @@ int gateway_flush_vdi(struct request *req)
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
 	struct peer_call calls[SD_MAX_NODES];
 	struct flush_part fl = { .oid = req->rq.obj.oid };
+	struct peer_work w = { flush_step, &fl, false };
 	int ret, nr = 0;
 
 	if (!er)
@@ -540,7 +548,7 @@ int gateway_flush_vdi(struct request *req)
 	for (int i = 0; i < er->ring.nr_nodes; i++)
 		if (i != er->local_idx)
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[i].nid };
-	peer_fanout_work(&rq, NULL, calls, nr, flush_step, &fl);
+	peer_fanout_work(&rq, NULL, calls, nr, &w);
 	ret = fl.ret;
 	for (int i = 0; i < nr; i++) {
 		int r = calls[i].result;

@@ -17,10 +17,12 @@
  * A payload larger than the socket buffers goes out in pieces as each
  * socket takes them (partial sends, EAGAIN), so the sends to every node
  * progress together. The caller's own part (the gateway's local write)
- * runs on the same thread, a step at a time, whenever no socket can take
- * or give anything: it overlaps the sends and the nodes' work, with no
- * thread of its own. The time a step takes does not count against the
- * nodes' PEER_TIMEOUT_MS (nobody watched their sockets meanwhile).
+ * runs on the same thread, with no thread of its own, while the nodes
+ * work: once every node has its whole request, or, when its steps are
+ * short (a write in slices), a step whenever no socket can take or give
+ * anything, so that it overlaps the sends too. The time a step takes does
+ * not count against the nodes' PEER_TIMEOUT_MS (nobody watched their
+ * sockets meanwhile).
  *
  * The connection cache keeps, per peer, a few idle non-blocking sockets
  * under one mutex. A socket is handed to one thread at a time; a thread
@@ -274,9 +276,8 @@ struct peer_fanout {
 	const void *wdata;
 	struct peer_call *calls;
 	int nr;
-	bool (*step)(void *arg); /* the caller's work, while working */
-	void *arg;
-	bool working;
+	const struct peer_work *work;
+	bool working; /* the work has steps left */
 };
 
 static uint32_t payload_len(const struct peer_fanout *f)
@@ -400,7 +401,7 @@ static void fanout_step(struct peer_fanout *f)
 {
 	uint64_t t0 = sd_now_ns(), spent;
 
-	f->working = f->step(f->arg);
+	f->working = f->work->step(f->work->arg);
 	spent = sd_now_ns() - t0;
 	for (int i = 0; i < f->nr; i++)
 		if (f->calls[i].state != CALL_DONE)
@@ -420,6 +421,7 @@ static void fanout_run(struct peer_fanout *f)
 	for (;;) {
 		uint64_t now = sd_now_ns();
 		int n = 0, sending = 0, timeout = PEER_TIMEOUT_MS, r;
+		bool look;
 
 		for (int i = 0; i < f->nr && n < SD_MAX_NODES; i++) {
 			struct peer_call *c = &f->calls[i];
@@ -441,13 +443,18 @@ static void fanout_run(struct peer_fanout *f)
 		}
 		if (!n && !f->working)
 			return;
-		/* answers can wait for the work; a send goes on first if it can */
+		/* answers can wait for the work */
 		if (f->working && !sending) {
 			fanout_step(f);
 			continue;
 		}
-		/* with work to do, only a look: the work runs when nothing is ready */
-		r = poll(pfd, (nfds_t)n, f->working ? 0 : timeout);
+		/*
+		 * sends too, when the steps are short: only a look, and a step
+		 * when no socket is ready. A long step waits for the sends to
+		 * end: a node starts on its write only once it has all of it.
+		 */
+		look = f->working && f->work->sliced;
+		r = poll(pfd, (nfds_t)n, look ? 0 : timeout);
 		if (r < 0 && errno != EINTR) {
 			int err = -errno;
 
@@ -455,7 +462,7 @@ static void fanout_run(struct peer_fanout *f)
 				call_fail(f, &f->calls[map[j]], err);
 			continue;
 		}
-		if (r == 0 && f->working) {
+		if (r == 0 && look) {
 			fanout_step(f);
 			continue;
 		}
@@ -473,15 +480,11 @@ static void fanout_run(struct peer_fanout *f)
 }
 
 void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr,
-		      bool (*step)(void *arg), void *arg)
+		      const struct peer_work *work)
 {
-	struct peer_fanout f = { .rq = rq,
-				 .wdata = wdata,
-				 .calls = calls,
-				 .nr = nr,
-				 .step = step,
-				 .arg = arg,
-				 .working = step != NULL };
+	struct peer_fanout f = {
+		.rq = rq, .wdata = wdata, .calls = calls, .nr = nr, .work = work, .working = !!work
+	};
 
 	/* every node gets what its socket takes at once, before any work */
 	for (int i = 0; i < nr; i++) {
@@ -500,7 +503,7 @@ void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_ca
 
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr)
 {
-	peer_fanout_work(rq, wdata, calls, nr, NULL, NULL);
+	peer_fanout_work(rq, wdata, calls, nr, NULL);
 }
 
 int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const void *wdata,

@@ -282,15 +282,24 @@ struct peer_call {
 	uint64_t last_ns;
 };
 /*
+ * The caller's own part of a fan-out, done on its thread while the nodes
+ * work: step does a step of it and returns true while there is more.
+ * sliced: the steps are short, run them while sends are still pending
+ * (otherwise the first step waits until every node has its request).
+ */
+struct peer_work {
+	bool (*step)(void *arg);
+	void *arg;
+	bool sliced;
+};
+/*
  * Send rq (and wdata when rq has SD_FLAG_CMD_WRITE) to the nodes of
- * calls[nr] at once, and gather their answers. With step: the caller's
- * own part of the request, done on this thread while the sends and the
- * answers wait on their sockets; step does a slice of it and returns true
- * while there is more. Returns once every node answered (or failed) and
- * step returned false. Never fails as a whole: each call has its result.
+ * calls[nr] at once, and gather their answers, doing work (if not NULL)
+ * meanwhile. Returns once every node answered (or failed) and the work is
+ * done. Never fails as a whole: each call has its result.
  */
 void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr,
-		      bool (*step)(void *arg), void *arg);
+		      const struct peer_work *work);
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr);
 /*
  * One request to nid: wdata is sent when rq has SD_FLAG_CMD_WRITE,

@@ -12,7 +12,9 @@
  * SIZE, for SECONDS seconds, default 3). Environment: QD requests in flight
  * (default 1); for raw, DSYNC=1 opens the file O_DIRECT|O_DSYNC (the disk's
  * durable write rate), otherwise O_DIRECT. Sheep writes are write-through
- * (no cache flag), as QEMU sends them with cache=writethrough.
+ * (no cache flag), as QEMU sends them with cache=writethrough; CACHE=1
+ * sets the cache flag on every request, as QEMU's default (writeback)
+ * does, and the writes need not be durable before their answer.
  *
  * Prints one line: "PATTERN MB_per_s IOPS REQUESTS p50_us p99_us max_us".
  */
@@ -52,6 +54,7 @@ static struct {
 	uint32_t *map; /* data_vdi_id of the VDI */
 	uint64_t size;
 	bool seq, write;
+	bool cache; /* CACHE=1: the cache flag, as QEMU's writeback mode */
 	uint32_t len;
 	uint64_t deadline_ns;
 	uint64_t start_ns;
@@ -203,16 +206,17 @@ static void make_req(const struct op *op, int slot, struct sd_req *hdr)
 	hdr->proto_ver = SD_PROTO_VER;
 	hdr->id = (uint32_t)slot;
 	hdr->obj.copies = g.copies;
+	hdr->flags = g.cache ? SD_FLAG_CMD_CACHE : 0;
 	if (op->inode_update) {
 		hdr->opcode = SD_OP_WRITE_OBJ;
-		hdr->flags = SD_FLAG_CMD_WRITE;
+		hdr->flags |= SD_FLAG_CMD_WRITE;
 		hdr->data_length = 4;
 		hdr->obj.oid = vid_to_vdi_oid(g.vid);
 		hdr->obj.offset = SD_INODE_HEADER_SIZE + 4 * idx;
 	} else if (op->write) {
 		bool create = g.map[idx] != g.vid;
 		hdr->opcode = create ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ;
-		hdr->flags = SD_FLAG_CMD_WRITE;
+		hdr->flags |= SD_FLAG_CMD_WRITE;
 		hdr->data_length = op->len;
 		hdr->obj.oid = vid_to_data_oid(g.vid, idx);
 		hdr->obj.offset = op->off % OBJ;
@@ -345,6 +349,7 @@ int main(int argc, char **argv)
 	int argi;
 
 	g.host = "127.0.0.1";
+	g.cache = getenv("CACHE") && strcmp(getenv("CACHE"), "0");
 	g.size = UINT64_C(512) << 20;
 	g.rnd = 88172645463325252ULL;
 	g.qd = qd ? atoi(qd) : 1;

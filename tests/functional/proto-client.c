@@ -416,6 +416,87 @@ static int scenario_cached_flush(void)
 	return 0;
 }
 
+/*
+ * cached-big: per data object i < $PC_NR (default 3) of $PC_VDI (4 MiB
+ * objects): a cached create of the whole object, then, as QEMU sends them
+ * in writeback mode (SD_FLAG_CMD_CACHE), a cached write of the whole
+ * object and one of 1 MiB + 5 bytes at an odd offset (the gateway writes
+ * its own copy of these in slices between its sends), then FLUSH_VDI.
+ * PC_CHECK=1: only read every object back (through this node) and compare.
+ */
+#define BIG_OBJ (4U << 20)
+#define BIG_OFF 1234567U
+#define BIG_LEN ((1U << 20) + 5)
+static int scenario_cached_big(void)
+{
+	const char *name = getenv("PC_VDI"), *nr_s = getenv("PC_NR"), *chk = getenv("PC_CHECK");
+	bool check_only = chk && strcmp(chk, "0");
+	char *want = malloc(BIG_OBJ), *buf = malloc(BIG_OBJ);
+	uint16_t cf = SD_FLAG_CMD_WRITE | SD_FLAG_CMD_CACHE;
+	uint64_t nr = 3;
+	uint32_t vid = 0;
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int fd, ret;
+
+	if (!name || !want || !buf || (nr_s && sd_parse_uint(nr_s, 1, 64, &nr)))
+		return fprintf(stderr, "cached-big: set PC_VDI (PC_NR)\n"), 2;
+	ret = ctl_lookup(SD_OP_GET_VDI_INFO, name, NULL, 0, &vid);
+	if (ret != SD_RES_SUCCESS)
+		return fprintf(stderr, "cached-big: lookup %s: %d\n", name, ret), 1;
+	fd = pc_connect(30000);
+	if (fd < 0)
+		return 1;
+	for (uint32_t i = 0; i < nr; i++) {
+		uint64_t oid = vid_to_data_oid(vid, i);
+		const struct {
+			uint8_t op;
+			uint32_t off, len, seed;
+		} w[] = { { SD_OP_CREATE_AND_WRITE_OBJ, 0, BIG_OBJ, 100 + i },
+			  { SD_OP_WRITE_OBJ, 0, BIG_OBJ, 200 + i },
+			  { SD_OP_WRITE_OBJ, BIG_OFF, BIG_LEN, 300 + i } };
+
+		for (size_t k = 0; k < ARRAY_SIZE(w); k++) {
+			fill_pattern(buf, w[k].len, w[k].seed);
+			memcpy(want + w[k].off, buf, w[k].len);
+			if (check_only)
+				continue;
+			obj_hdr(&h, w[k].op, cf, oid, w[k].off, w[k].len, 0, i);
+			ret = exec_req(fd, &h, buf, w[k].len, NULL, 0, &rsp);
+			if (ret)
+				transport_fail("cached write", ret);
+			if (rsp.result != SD_RES_SUCCESS)
+				printf("object %u, write %zu: %s\n", i, k, res_name(rsp.result));
+		}
+		obj_hdr(&h, SD_OP_READ_OBJ, SD_FLAG_CMD_CACHE, oid, 0, BIG_OBJ, 0, i);
+		ret = exec_req(fd, &h, NULL, 0, buf, BIG_OBJ, &rsp);
+		if (ret)
+			transport_fail("READ_OBJ", ret);
+		if (rsp.result != SD_RES_SUCCESS || rsp.data_length != BIG_OBJ)
+			printf("object %u: read %s, %u bytes\n", i, res_name(rsp.result),
+			       rsp.data_length);
+		else if (memcmp(want, buf, BIG_OBJ))
+			for (uint32_t b = 0; b < BIG_OBJ; b++)
+				if (want[b] != buf[b]) {
+					printf("object %u: differs at byte %u\n", i, b);
+					break;
+				}
+	}
+	printf("%s: %u objects %s\n", name, (unsigned)nr, check_only ? "read back" : "written");
+	if (!check_only) {
+		obj_hdr(&h, SD_OP_FLUSH_VDI, SD_FLAG_CMD_CACHE, vid_to_vdi_oid(vid), 0, 0, 0,
+			(uint32_t)nr);
+		ret = exec_req(fd, &h, NULL, 0, NULL, 0, &rsp);
+		if (ret)
+			transport_fail("FLUSH_VDI", ret);
+		printf("FLUSH_VDI %s: %s\n", name, res_name(rsp.result));
+	}
+	close(fd);
+	free(want);
+	free(buf);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -432,6 +513,7 @@ static const struct {
 	{ "lock", scenario_lock },
 	{ "release", scenario_release },
 	{ "cached-flush", scenario_cached_flush },
+	{ "cached-big", scenario_cached_big },
 	{ "wedge", scenario_wedge },
 	{ "lookup", scenario_lookup },
 	{ "set-tag", scenario_set_tag },

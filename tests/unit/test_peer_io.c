@@ -1,9 +1,10 @@
 /*
  * Unit tests of sheep/peer_io.c's fan-out against fake peers on loopback
  * (a thread per connection, each peer with its own behaviour):
- * - the caller's work (peer_fanout_work's step) runs while a send is still
- *   pending: a peer that takes none of a large payload until the work is
- *   over gets it whole afterwards, and both nodes answer;
+ * - the caller's work in short steps (peer_fanout_work, sliced) runs while
+ *   a send is still pending: a peer that takes none of a large payload
+ *   until the work is over gets it whole afterwards, and both nodes
+ *   answer; a work of long steps waits until every node has its request;
  * - a peer that cuts its connection in the middle of the payload gets
  *   SD_RES_NETWORK, the other node its answer, and the work still runs to
  *   its end;
@@ -48,6 +49,7 @@ struct peer {
 	int nr_conns;	 /* connections accepted */
 	int nr_ok;	 /* requests answered with their payload intact */
 	bool released;	 /* PEER_HOLD: take the payload now */
+	int hold_ms;	 /* PEER_HOLD: or after this long (default 10 s) */
 };
 
 static struct peer peers[2];
@@ -110,7 +112,8 @@ static void *peer_conn(void *arg)
 		}
 		if (p->mode == PEER_HOLD)
 			/* bounded: without a fan-out that works meanwhile, never released */
-			for (int i = 0; i < 1000 && !__atomic_load_n(&p->released, __ATOMIC_ACQUIRE);
+			for (int i = 0; i < (p->hold_ms ? p->hold_ms : 10000) / 10 &&
+					!__atomic_load_n(&p->released, __ATOMIC_ACQUIRE);
 			     i++)
 				sleep_ms(10);
 		if (p->mode == PEER_CUT) {
@@ -227,13 +230,14 @@ START_TEST(test_work_while_sends_pend)
 {
 	struct peer_call calls[2] = { { .nid = &peers[0].nid }, { .nid = &peers[1].nid } };
 	struct fan_work w = { .last = release_peer0 };
+	struct peer_work pw = { work_step, &w, true };
 	char *buf = payload(BIG);
 	struct sd_req rq;
 
 	start_peer(&peers[0], PEER_HOLD);
 	start_peer(&peers[1], PEER_OK);
 	make_write(&rq, BIG);
-	peer_fanout_work(&rq, buf, calls, 2, work_step, &w);
+	peer_fanout_work(&rq, buf, calls, 2, &pw);
 	ck_assert_int_eq(w.steps, NR_STEPS);
 	/* every step ran while peers[0] had none of the payload yet */
 	for (int i = 0; i < NR_STEPS; i++)
@@ -247,17 +251,41 @@ START_TEST(test_work_while_sends_pend)
 }
 END_TEST
 
+/* a work of long steps starts once every node has its request: the peer took it first */
+START_TEST(test_long_steps_wait_for_sends)
+{
+	struct peer_call calls[2] = { { .nid = &peers[0].nid }, { .nid = &peers[1].nid } };
+	struct fan_work w = { 0 };
+	struct peer_work pw = { work_step, &w, false };
+	char *buf = payload(BIG);
+	struct sd_req rq;
+
+	start_peer(&peers[0], PEER_HOLD);
+	start_peer(&peers[1], PEER_OK);
+	peers[0].hold_ms = 200; /* then it takes the payload by itself */
+	make_write(&rq, BIG);
+	peer_fanout_work(&rq, buf, calls, 2, &pw);
+	ck_assert_int_eq(w.steps, NR_STEPS);
+	/* the sockets hold far less than BIG: most of it was read before the work */
+	ck_assert_uint_gt(w.got_at[0], BIG / 4);
+	ck_assert_int_eq(calls[0].result, SD_RES_SUCCESS);
+	ck_assert_int_eq(calls[1].result, SD_RES_SUCCESS);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_cut_mid_payload)
 {
 	struct peer_call calls[2] = { { .nid = &peers[0].nid }, { .nid = &peers[1].nid } };
 	struct fan_work w = { 0 };
+	struct peer_work pw = { work_step, &w, true };
 	char *buf = payload(BIG);
 	struct sd_req rq;
 
 	start_peer(&peers[0], PEER_CUT);
 	start_peer(&peers[1], PEER_OK);
 	make_write(&rq, BIG);
-	peer_fanout_work(&rq, buf, calls, 2, work_step, &w);
+	peer_fanout_work(&rq, buf, calls, 2, &pw);
 	ck_assert_int_eq(w.steps, NR_STEPS);
 	ck_assert_int_eq(calls[0].result, SD_RES_NETWORK);
 	ck_assert_int_ne(calls[0].err, 0);
@@ -273,19 +301,20 @@ START_TEST(test_stale_cached_socket_retried)
 {
 	struct peer_call c = { .nid = &peers[0].nid };
 	struct fan_work w = { 0 };
+	struct peer_work pw = { work_step, &w, true };
 	char *buf = payload(1 << 20);
 	struct sd_req rq;
 
 	start_peer(&peers[0], PEER_ONCE);
 	make_write(&rq, 1 << 20);
-	peer_fanout_work(&rq, buf, &c, 1, work_step, &w);
+	peer_fanout_work(&rq, buf, &c, 1, &pw);
 	ck_assert_int_eq(c.result, SD_RES_SUCCESS);
 	/* the peer closed that connection after its answer; the cache still has it */
 	for (int i = 0; i < 100 && __atomic_load_n(&peers[0].nr_conns, __ATOMIC_RELAXED) < 1; i++)
 		sleep_ms(10);
 	sleep_ms(50);
 	memset(&w, 0, sizeof(w));
-	peer_fanout_work(&rq, buf, &c, 1, work_step, &w);
+	peer_fanout_work(&rq, buf, &c, 1, &pw);
 	ck_assert_int_eq(w.steps, NR_STEPS);
 	ck_assert_int_eq(c.result, SD_RES_SUCCESS);
 	ck_assert_int_eq(__atomic_load_n(&peers[0].nr_conns, __ATOMIC_RELAXED), 2);
@@ -298,6 +327,7 @@ START_TEST(test_abort_during_work)
 {
 	struct peer_call c = { .nid = &peers[0].nid };
 	struct fan_work w = { .last = peer_abort_all };
+	struct peer_work pw = { work_step, &w, true };
 	char *buf = payload(BIG);
 	struct sd_req rq;
 	uint64_t t0;
@@ -305,7 +335,7 @@ START_TEST(test_abort_during_work)
 	start_peer(&peers[0], PEER_SILENT);
 	make_write(&rq, BIG);
 	t0 = sd_now_ns();
-	peer_fanout_work(&rq, buf, &c, 1, work_step, &w);
+	peer_fanout_work(&rq, buf, &c, 1, &pw);
 	ck_assert_int_eq(w.steps, NR_STEPS);
 	ck_assert_int_eq(c.result, SD_RES_NETWORK);
 	/* not the peers' timeout (30 s): the cut ended it */
@@ -321,6 +351,7 @@ static Suite *peer_io_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_work_while_sends_pend);
+	tcase_add_test(tc, test_long_steps_wait_for_sends);
 	tcase_add_test(tc, test_cut_mid_payload);
 	tcase_add_test(tc, test_stale_cached_socket_retried);
 	tcase_add_test(tc, test_abort_during_work);
