@@ -142,6 +142,19 @@ out_untraced:
 	return TRACE_HOOK_UNTRACED;
 }
 
+/* keep the call's real return on the shadow stack (@e, at @depth) and hijack it */
+static inline __attribute__((always_inline)) void push_frame(struct trace_thread *th,
+							     struct trace_frame *e, uint32_t depth,
+							     uintptr_t ip, uintptr_t *parent,
+							     uintptr_t site)
+{
+	e->ret = *parent;
+	e->site = site;
+	e->slot = parent;
+	th->depth = depth + 1;
+	*parent = ip;
+}
+
 /* the id of the tracer a fast mode serves */
 static inline __attribute__((always_inline)) unsigned fast_id(uint32_t fast)
 {
@@ -197,22 +210,24 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		goto out;
 	}
 	e = &th->stack[depth];
-	e->ret = *parent;
-	e->site = site;
-	e->slot = parent;
-	th->depth = depth + 1;
-	*parent = ip;
+	/* one register for it: GCC would compute the TLS address anew for each field */
+	__asm__("" : "+r"(e));
 	if (likely(fast == TRACE_FAST_GRAPH)) {
+		push_frame(th, e, depth, ip, parent, site);
 		e->mask = 0;
 		trace_graph_record(b, TREC_ENTRY, site, depth);
-	} else if (fast == TRACE_FAST_THRESH) {
-		e->mask = TRACE_FRAME_THRESH;
+	} else if (likely(fast == TRACE_FAST_PROFILE)) {
+		struct trace_prof_ent *t =
+			trace_prof_ent_fast(b, TRACE_WORD_INDEX(*trace_site_word(site)));
+
+		push_frame(th, e, depth, ip, parent, site);
+		e->ent = t;
+		e->key = (uint64_t)TRACE_FRAME_PROFILE << 32 | b->session;
+		e->total0 = th->prof_run;
 		e->ts = trace_rdtsc();
 	} else {
-		e->ent = trace_prof_ent_of(b, TRACE_WORD_INDEX(*trace_site_word(site)));
-		e->mask = likely(e->ent) ? TRACE_FRAME_PROFILE : TRACE_FRAME_NONE;
-		e->word = b->session;
-		e->total0 = th->prof_run;
+		push_frame(th, e, depth, ip, parent, site);
+		e->mask = TRACE_FRAME_THRESH;
 		e->ts = trace_rdtsc();
 	}
 	ret = TRACE_HOOK_TRACED;
@@ -355,7 +370,7 @@ static __attribute__((noinline)) void exit_general(struct trace_thread *th, stru
 {
 	uint64_t now = trace_rdtsc();
 
-	/* the tracers' bits only (not TRACE_FRAME_NONE) */
+	/* the tracers' bits only (not the TRACE_FRAME_* of the fast paths) */
 	for (uint32_t m = e->mask & (TRACER_BIT(TRACE_MAX_TRACERS) - 1); m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 		struct tbuf *b = th->bufs[id];
@@ -393,6 +408,9 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 		b = th->bufs[TRACER_GRAPH];
 		if (buf_ready(b, TRACER_GRAPH))
 			trace_graph_record(b, TREC_EXIT, e->site, d - 1);
+	} else if (likely(e->key == trace_hot.prof_key)) {
+		/* profile alone, a call of its current session */
+		trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, trace_rdtsc(), &th->prof_run);
 	} else if (e->mask == TRACE_FRAME_THRESH) {
 		uint64_t now = trace_rdtsc();
 
@@ -403,13 +421,8 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 			tbuf_push(b, e->ts, TREC_ENTRY, d - 1, off);
 			tbuf_push(b, now, TREC_EXIT, d - 1, off);
 		}
-	} else if (e->mask == TRACE_FRAME_PROFILE) {
-		uint64_t now = trace_rdtsc();
-
-		/* begun in this session: the thread's buffer is the one of its entry */
-		if (likely(e->word == trace_hot.session[TRACER_PROFILE]))
-			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now, &th->prof_run);
 	} else {
+		/* a profile frame of an older session falls here: no tracer bit, nothing done */
 		exit_general(th, e, d - 1);
 	}
 	th->depth = d - 1;
