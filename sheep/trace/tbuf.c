@@ -192,6 +192,7 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->pend_ent = b->tracer == TRACER_PROFILE ? (struct trace_prof_ent *)b->recs + b->prof_len
 						  : NULL;
 	b->pend_dur = 0;
+	b->frame_key = (uint64_t)TRACE_FRAME_PROFILE << 32 | session;
 	memset(b->followed, 0, sizeof(b->followed));
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);

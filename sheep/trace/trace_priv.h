@@ -148,6 +148,7 @@ struct tbuf {
 	struct trace_prof_ent *pend_ent; /* NULL: none */
 	uint64_t pend_dur;
 	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
+	uint64_t frame_key;  /* profile: trace_frame.key of its calls (its session) */
 	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
@@ -226,10 +227,11 @@ extern struct trace_hot trace_hot;
 
 static inline __attribute__((always_inline)) uint64_t trace_rdtsc(void)
 {
-	uint32_t lo, hi;
+	uint64_t lo, hi;
 
+	/* 64-bit outputs: rdtsc clears the upper halves, no zero-extension needed */
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return ((uint64_t)hi << 32) | lo;
+	return (hi << 32) | lo;
 }
 
 /*
@@ -359,10 +361,11 @@ struct trace_frame {
 	};
 	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
 	/*
-	 * profile's fast path: the thread's running total of profiled time
-	 * (trace_thread.prof_run) at entry
+	 * profile's fast path: the durations of the profiled calls that
+	 * returned directly inside this one (each adds its own to the frame
+	 * below it)
 	 */
-	uint64_t total0;
+	uint64_t inner;
 	union {
 		struct trace_frame *parent;  /* profile: the enclosing profiled frame */
 		struct trace_prof_ent *ent; /* profile's fast path: the site's entry */
@@ -445,7 +448,7 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 #define TRACE_PROF_BUCKETS 40 /* log2 of ns: [2^k, 2^(k+1)), the last one open */
 #define TRACE_PROF_NR_LZ 64	/* lzcnt of the call's ns << 32: 0..64 */
-#define TRACE_PROF_BIG 32	/* the first bucket past that product's 64 bits */
+#define TRACE_PROF_BIG 31	/* the first bucket past that product's 63 bits */
 
 /*
  * One site's figures in one thread's table; times in TSC ticks. The calls
@@ -458,9 +461,11 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
  * The histogram is kept as the hot path finds it cheapest: a call of
  * @dur ticks is dur * trace_clk_mult = its ns << 32 (32.32 fixed point,
  * the definition of its ns), whose leading zeros say its log2 bucket
- * (31 - lz; 0 from lz 31 on) with one multiply and one lzcnt, no table.
- * Calls of 2^32 ns (4.3 s) and more overflow the product: those count by
- * bucket in big[] (the reference computation, off the common path).
+ * (31 - lz; 0 from lz 31 on) with one signed multiply and one lzcnt, no
+ * table. Calls of 2^31 ns (2.1 s) and more overflow the product: those
+ * count by bucket in big[] (the reference computation, off the common
+ * path). A negative product (lz 0) is a duration of 2^63 ticks or more, a
+ * clock that went backwards: the last bucket, as the definition says.
  * trace_prof_hist() gives the buckets.
  */
 struct trace_prof_ent {
@@ -470,7 +475,7 @@ struct trace_prof_ent {
 	uint64_t max;
 	uint64_t by_lz[TRACE_PROF_NR_LZ + 1]; /* by what the lzcnt encoding answers */
 	uint64_t big[TRACE_PROF_BUCKETS - TRACE_PROF_BIG];
-	uint64_t pad[3]; /* 640 bytes: each entry starts a cache line */
+	uint64_t pad[2]; /* 640 bytes: each entry starts a cache line */
 };
 
 extern uint64_t trace_clk_mult;
@@ -504,6 +509,26 @@ static inline __attribute__((always_inline)) uint64_t trace_prof_lzcnt(uint64_t 
 	return v;
 }
 
+/*
+ * *@x = @dur * trace_clk_mult, signed, unless that overflows (false). One
+ * imul with the factor from memory and one jo: what GCC makes of
+ * __builtin_mul_overflow takes two moves more.
+ */
+static inline __attribute__((always_inline)) bool trace_prof_mul(uint64_t dur, uint64_t *x)
+{
+	uint64_t v = dur;
+
+	__asm__ goto("imul %[m], %[v]\n\tjo %l[overflow]"
+		     : [v] "+r"(v)
+		     : [m] "m"(trace_clk_mult)
+		     : "cc"
+		     : overflow);
+	*x = v;
+	return true;
+overflow:
+	return false;
+}
+
 /* count a call of @dur ticks in entry @t */
 static inline __attribute__((always_inline)) void trace_prof_add(struct trace_prof_ent *t,
 								 uint64_t dur)
@@ -515,7 +540,7 @@ static inline __attribute__((always_inline)) void trace_prof_add(struct trace_pr
 	if (dur > t->max)
 		t->max = dur;
 	t->total += dur;
-	if (likely(!__builtin_mul_overflow(dur, trace_clk_mult, &x)))
+	if (likely(trace_prof_mul(dur, &x)))
 		t->by_lz[trace_prof_lzcnt(x)]++;
 	else
 		t->big[trace_prof_bucket_ref(dur) - TRACE_PROF_BIG]++;
@@ -526,8 +551,14 @@ static inline uint64_t trace_prof_hist(const struct trace_prof_ent *t, unsigned 
 {
 	uint64_t n = 0;
 
-	if (k >= TRACE_PROF_BIG)
-		return __atomic_load_n(&t->big[k - TRACE_PROF_BIG], __ATOMIC_RELAXED);
+	if (k >= TRACE_PROF_BIG) {
+		n = __atomic_load_n(&t->big[k - TRACE_PROF_BIG], __ATOMIC_RELAXED);
+		/* lz 0: a negative product */
+		if (k == TRACE_PROF_BUCKETS - 1)
+			n += __atomic_load_n(&t->by_lz[trace_prof_lz_is_bsr ? 63 : 0],
+					     __ATOMIC_RELAXED);
+		return n;
+	}
 	/* lz 31 - k, or 31 to 64 (a product of 0) for bucket 0 */
 	for (unsigned lz = 31 - k; lz < (k ? 32 - k : TRACE_PROF_NR_LZ + 1); lz++) {
 		if (!trace_prof_lz_is_bsr)
@@ -640,23 +671,23 @@ trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *pa
 
 /*
  * Profile alone (the hooks' fast path): the entry found the site's entry
- * of the table (f->ent, maybe the scratch one) and noted the session and
- * TRACE_FRAME_PROFILE (f->key) and *@run (f->total0), a running total that
- * each profiled return sets to its value at the call's entry plus the
- * call's duration. What it grew by since this call's entry is the duration
- * of the profiled calls made directly inside this one: added to the
- * entry's child, it gives the self time (total - child), no parent frame
- * looked at. The exit reads the clock, adds, and leaves the call pending.
- * Called only if f->key is trace_hot.prof_key: the call began in the
- * current session, so its table is still the thread's, @b.
+ * of the table (f->ent, maybe the scratch one), noted the session and
+ * TRACE_FRAME_PROFILE (f->key) and set f->inner to 0. The exit adds what
+ * the profiled calls made directly inside this one took (f->inner, which
+ * their exits filled) to the entry's child, which gives the self time
+ * (total - child), and its own duration to the frame below it on the
+ * shadow stack (f - 1: its caller's, or a slot below the outermost one),
+ * no parent looked for. It reads the clock, adds, and leaves the call
+ * pending. Called only if f->key is trace_hot.prof_key: the call began in
+ * the current session, so its table is still the thread's, @b.
  */
 static inline __attribute__((always_inline)) void
-trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now, uint64_t *run)
+trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now)
 {
-	uint64_t dur = now - f->ts, inner = *run - f->total0;
+	uint64_t dur = now - f->ts;
 
-	*run = f->total0 + dur;
-	f->ent->child += inner < dur ? inner : dur;
+	f->ent->child += f->inner;
+	f[-1].inner += dur;
 	trace_profile_count(b, f->ent, dur);
 }
 
