@@ -69,6 +69,7 @@ struct trace_hot trace_hot = {
 };
 
 uint32_t *trace_site_words;
+uintptr_t trace_site_words_bias;
 size_t trace_nr_site_words;
 
 /* the tracers by id, for the dispatch (tracer.c fills it at registration) */
@@ -166,12 +167,6 @@ static inline __attribute__((always_inline)) void push_frame(struct trace_thread
 	*parent = ip;
 }
 
-/* the id of the tracer a fast mode serves */
-static inline __attribute__((always_inline)) unsigned fast_id(uint32_t fast)
-{
-	return fast == TRACE_FAST_PROFILE ? TRACER_PROFILE : TRACER_GRAPH;
-}
-
 /*
  * Called by trace_entry_tramp. @ip is the stub + 5 (its call returns there),
  * @parent the address of the traced function's return address. Returns
@@ -202,7 +197,7 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	__asm__ volatile("" ::: "memory");
 	depth = th->depth;
 	fast = trace_hot.fast;
-	id = fast_id(fast);
+	id = TRACE_FAST_ID(fast);
 	if (unlikely(fast == TRACE_FAST_NONE)) {
 		if (trace_hot.active)
 			ret = entry_general(th, ip, parent, site);
@@ -358,7 +353,7 @@ int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 
 	get_buffers(th,
 		    fast != TRACE_FAST_NONE
-			? TRACER_BIT(fast_id(fast))
+			? TRACER_BIT(TRACE_FAST_ID(fast))
 			: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
 		    parent);
 	ret = trace_entry_hook(ip, parent);

@@ -175,8 +175,8 @@ struct tbuf {
 
 /*
  * The site word, one per site, found without a search: trace_site_words is
- * indexed by (site - trace_site_base) >> 4 (sites are at least 21 bytes
- * apart, so no two share a slot). Bits 0-21 are the site's index in the
+ * indexed by (site >> 4) - (trace_site_base >> 4) (sites are at least 21
+ * bytes apart, so no two share a slot). Bits 0-21 are the site's index in the
  * profile tables, bits 22-23 the thread checker's marks, bits 24-30 the
  * tracers that want the site, bit TRACE_WORD_ROOT marks a --graph-function
  * root. Written on the control
@@ -189,10 +189,12 @@ struct tbuf {
 #define TRACE_WORD_ROOT (1U << 31)
 extern uint32_t *trace_site_words;
 extern size_t trace_nr_site_words;
+/* (uintptr_t)trace_site_words - (trace_site_base >> 4) * 4: a site's word in one load */
+extern uintptr_t trace_site_words_bias;
 
 static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t site)
 {
-	return &trace_site_words[(site - trace_site_base) >> 4];
+	return (uint32_t *)(trace_site_words_bias + (site >> 4) * sizeof(uint32_t));
 }
 
 /*
@@ -203,8 +205,14 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
  */
 #define TRACE_FAST_NONE 0
 #define TRACE_FAST_GRAPH 1
-#define TRACE_FAST_THRESH 2
-#define TRACE_FAST_PROFILE 3
+#define TRACE_FAST_THRESH 5
+#define TRACE_FAST_PROFILE 2
+/* the id of the tracer a fast mode serves, without a branch (the values above) */
+#define TRACE_FAST_ID(fast) ((fast)&2)
+_Static_assert(TRACE_FAST_ID(TRACE_FAST_GRAPH) == TRACER_GRAPH &&
+		       TRACE_FAST_ID(TRACE_FAST_THRESH) == TRACER_GRAPH &&
+		       TRACE_FAST_ID(TRACE_FAST_PROFILE) == TRACER_PROFILE,
+	       "fast modes encode their tracer");
 #define TRACE_FRAME_THRESH (1U << 8)
 #define TRACE_FRAME_PROFILE (1U << 9)
 
