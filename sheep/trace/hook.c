@@ -224,7 +224,7 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 		trace_graph_record(b, TREC_ENTRY, site, depth);
 	} else if (likely(fast == TRACE_FAST_PROFILE)) {
 		struct trace_prof_ent *t =
-			trace_prof_ent_fast(b, TRACE_WORD_INDEX(*trace_site_word(site)));
+		    trace_prof_ent_fast(b, TRACE_WORD_INDEX(*trace_site_word(site)));
 
 		push_frame(th, e, depth, ip, parent, site);
 		e->ent = t;

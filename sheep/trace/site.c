@@ -183,7 +183,7 @@ int trace_sites_init(void)
 		sd_warn("site table stays writable: %m");
 	trace_site_base = nr ? sites[0].addr : 0;
 	trace_site_words_bias =
-		(uintptr_t)trace_site_words - (trace_site_base >> 4) * sizeof(*trace_site_words);
+	    (uintptr_t)trace_site_words - (trace_site_base >> 4) * sizeof(*trace_site_words);
 	trace_nr_sites = nr;
 	trace_sites = sites;
 	sd_info("%zu trace sites", nr);

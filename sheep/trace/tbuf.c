@@ -189,8 +189,8 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->top = NULL;
 	/* a profile table: its last entry is the scratch one (trace_prof_len) */
 	b->prof_len = trace_prof_len(b) ? trace_prof_len(b) - 1 : 0;
-	b->pend_ent = b->tracer == TRACER_PROFILE ? (struct trace_prof_ent *)b->recs + b->prof_len
-						  : NULL;
+	b->pend_ent =
+	    b->tracer == TRACER_PROFILE ? (struct trace_prof_ent *)b->recs + b->prof_len : NULL;
 	b->pend_dur = 0;
 	b->frame_key = (uint64_t)TRACE_FRAME_PROFILE << 32 | session;
 	memset(b->followed, 0, sizeof(b->followed));

@@ -210,8 +210,8 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
 /* the id of the tracer a fast mode serves, without a branch (the values above) */
 #define TRACE_FAST_ID(fast) ((fast)&2)
 _Static_assert(TRACE_FAST_ID(TRACE_FAST_GRAPH) == TRACER_GRAPH &&
-		       TRACE_FAST_ID(TRACE_FAST_THRESH) == TRACER_GRAPH &&
-		       TRACE_FAST_ID(TRACE_FAST_PROFILE) == TRACER_PROFILE,
+		   TRACE_FAST_ID(TRACE_FAST_THRESH) == TRACER_GRAPH &&
+		   TRACE_FAST_ID(TRACE_FAST_PROFILE) == TRACER_PROFILE,
 	       "fast modes encode their tracer");
 #define TRACE_FRAME_THRESH (1U << 8)
 #define TRACE_FRAME_PROFILE (1U << 9)
@@ -455,8 +455,8 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 /* ---- the profile tracer (profile.c) ---- */
 
 #define TRACE_PROF_BUCKETS 40 /* log2 of ns: [2^k, 2^(k+1)), the last one open */
-#define TRACE_PROF_NR_LZ 64	/* lzcnt of the call's ns << 32: 0..64 */
-#define TRACE_PROF_BIG 31	/* the first bucket past that product's 63 bits */
+#define TRACE_PROF_NR_LZ 64   /* lzcnt of the call's ns << 32: 0..64 */
+#define TRACE_PROF_BIG 31     /* the first bucket past that product's 63 bits */
 
 /*
  * One site's figures in one thread's table; times in TSC ticks. The calls

@@ -400,9 +400,9 @@ static void check_bucket(uint64_t d)
  */
 START_TEST(test_bucket)
 {
-	const uint64_t mults[] = { 1288490189ULL /* 0.3 */, 1ULL << 32, 10737418240ULL /* 2.5 */,
-				   42949672960ULL /* 10 */, 1717986919ULL /* 0.4 */,
-				   trace_clk_mult };
+	const uint64_t mults[] = { 1288490189ULL /* 0.3 */,  1ULL << 32,
+				   10737418240ULL /* 2.5 */, 42949672960ULL /* 10 */,
+				   1717986919ULL /* 0.4 */,  trace_clk_mult };
 	uint64_t saved = trace_clk_mult, x = 88172645463325252ULL;
 	struct trace_prof_ent t;
 
@@ -419,8 +419,9 @@ START_TEST(test_bucket)
 		}
 		/* the first tick count of each bucket, and its neighbours */
 		for (unsigned k = 1; k < TRACE_PROF_BUCKETS; k++) {
-			unsigned __int128 f = (((unsigned __int128)1 << (32 + k)) + trace_clk_mult - 1) /
-					      trace_clk_mult;
+			unsigned __int128 f =
+			    (((unsigned __int128)1 << (32 + k)) + trace_clk_mult - 1) /
+			    trace_clk_mult;
 
 			/* (coarse ticks may step over a bucket) */
 			ck_assert_uint_ge(trace_prof_bucket_ref((uint64_t)f), k);
