@@ -145,7 +145,7 @@ struct tbuf {
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
 	/* profile: the thread's last call, counted in the table at its next one */
-	struct trace_prof_ent *pend_ent; /* NULL: none */
+	struct trace_prof_ent *pend_ent; /* a profile table's scratch entry at first */
 	uint64_t pend_dur;
 	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
 	uint64_t frame_key;  /* profile: trace_frame.key of its calls (its session) */
@@ -158,8 +158,8 @@ struct tbuf {
 	uint64_t nr_overflow; /* calls not traced: shadow stack full */
 	size_t map_len;
 	char comm[16];
-	struct trace_rec *recs;
-};
+	struct trace_rec *recs; /* just after it: cache-line aligned (profile entries) */
+} __attribute__((aligned(64)));
 
 /*
  * Tracers that can run at once, each with a fixed id (its bit in the masks
@@ -485,6 +485,7 @@ struct trace_prof_ent {
 	uint64_t big[TRACE_PROF_BUCKETS - TRACE_PROF_BIG];
 	uint64_t pad[2]; /* 640 bytes: each entry starts a cache line */
 };
+_Static_assert(sizeof(struct trace_prof_ent) % 64 == 0, "profile entries start cache lines");
 
 extern uint64_t trace_clk_mult;
 
