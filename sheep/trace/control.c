@@ -457,6 +457,11 @@ static int trace_start(const struct sd_req *req, const char *data)
 	set_words(id, want, root);
 	__atomic_store_n(&trace_nr_nobuf[id], 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&trace_hot.session[id], 1, __ATOMIC_RELEASE);
+	/* before the reclaim: frames of the older session no longer match it */
+	if (id == TRACER_PROFILE)
+		__atomic_store_n(&trace_hot.prof_key,
+				 (uint64_t)TRACE_FRAME_PROFILE << 32 | trace_hot.session[id],
+				 __ATOMIC_RELEASE);
 	ret = reclaim_buffers(id);
 	if (ret < 0) {
 		clear_words(TRACER_BIT(id));

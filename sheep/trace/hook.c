@@ -42,14 +42,25 @@ struct trace_thread {
 	uint32_t in_hook; /* recursion guard */
 	uint32_t tid;
 	uint32_t pad;
-	uint64_t prof_run; /* profile's fast path: see trace_profile_exit_fast */
 	struct tbuf *bufs[TRACE_MAX_TRACERS];
 	/* the session of each tracer in which this thread is not traced by it */
 	uint32_t nobuf_session[TRACE_MAX_TRACERS];
-	struct trace_frame stack[TRACE_MAX_DEPTH];
+	/*
+	 * The shadow stack: the frame of depth d is frames[d + 1] (frame_at);
+	 * frames[0] is none, only what the outermost frames' profile exits add
+	 * their durations to (trace_profile_exit_fast: to the frame below).
+	 */
+	struct trace_frame frames[TRACE_MAX_DEPTH + 1];
 };
 
 static __thread struct trace_thread self;
+
+/* the shadow stack's frame of depth @d */
+static inline __attribute__((always_inline)) struct trace_frame *frame_at(struct trace_thread *th,
+									  uint32_t d)
+{
+	return &th->frames[d + 1];
+}
 
 struct trace_hot trace_hot = {
 	.depth_limit = TRACE_MAX_DEPTH,
@@ -58,6 +69,7 @@ struct trace_hot trace_hot = {
 };
 
 uint32_t *trace_site_words;
+uintptr_t trace_site_words_bias;
 size_t trace_nr_site_words;
 
 /* the tracers by id, for the dispatch (tracer.c fills it at registration) */
@@ -123,7 +135,7 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 			th->bufs[__builtin_ctz(hijack)]->nr_overflow++;
 		goto out_untraced;
 	}
-	e = &th->stack[depth];
+	e = frame_at(th, depth);
 	e->ret = *parent;
 	e->site = site;
 	e->slot = parent;
@@ -142,10 +154,17 @@ out_untraced:
 	return TRACE_HOOK_UNTRACED;
 }
 
-/* the id of the tracer a fast mode serves */
-static inline __attribute__((always_inline)) unsigned fast_id(uint32_t fast)
+/* keep the call's real return on the shadow stack (@e, at @depth) and hijack it */
+static inline __attribute__((always_inline)) void push_frame(struct trace_thread *th,
+							     struct trace_frame *e, uint32_t depth,
+							     uintptr_t ip, uintptr_t *parent,
+							     uintptr_t site)
 {
-	return fast == TRACE_FAST_PROFILE ? TRACER_PROFILE : TRACER_GRAPH;
+	e->ret = *parent;
+	e->site = site;
+	e->slot = parent;
+	th->depth = depth + 1;
+	*parent = ip;
 }
 
 /*
@@ -178,7 +197,7 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 	__asm__ volatile("" ::: "memory");
 	depth = th->depth;
 	fast = trace_hot.fast;
-	id = fast_id(fast);
+	id = TRACE_FAST_ID(fast);
 	if (unlikely(fast == TRACE_FAST_NONE)) {
 		if (trace_hot.active)
 			ret = entry_general(th, ip, parent, site);
@@ -196,23 +215,25 @@ int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
 			b->nr_overflow++;
 		goto out;
 	}
-	e = &th->stack[depth];
-	e->ret = *parent;
-	e->site = site;
-	e->slot = parent;
-	th->depth = depth + 1;
-	*parent = ip;
+	e = frame_at(th, depth);
+	/* one register for it: GCC would compute the TLS address anew for each field */
+	__asm__("" : "+r"(e));
 	if (likely(fast == TRACE_FAST_GRAPH)) {
+		push_frame(th, e, depth, ip, parent, site);
 		e->mask = 0;
 		trace_graph_record(b, TREC_ENTRY, site, depth);
-	} else if (fast == TRACE_FAST_THRESH) {
-		e->mask = TRACE_FRAME_THRESH;
+	} else if (likely(fast == TRACE_FAST_PROFILE)) {
+		struct trace_prof_ent *t =
+		    trace_prof_ent_fast(b, TRACE_WORD_INDEX(*trace_site_word(site)));
+
+		push_frame(th, e, depth, ip, parent, site);
+		e->ent = t;
+		e->key = b->frame_key;
+		e->inner = 0;
 		e->ts = trace_rdtsc();
 	} else {
-		e->ent = trace_prof_ent_of(b, TRACE_WORD_INDEX(*trace_site_word(site)));
-		e->mask = likely(e->ent) ? TRACE_FRAME_PROFILE : TRACE_FRAME_NONE;
-		e->word = b->session;
-		e->total0 = th->prof_run;
+		push_frame(th, e, depth, ip, parent, site);
+		e->mask = TRACE_FRAME_THRESH;
 		e->ts = trace_rdtsc();
 	}
 	ret = TRACE_HOOK_TRACED;
@@ -332,7 +353,7 @@ int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
 
 	get_buffers(th,
 		    fast != TRACE_FAST_NONE
-			? TRACER_BIT(fast_id(fast))
+			? TRACER_BIT(TRACE_FAST_ID(fast))
 			: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
 		    parent);
 	ret = trace_entry_hook(ip, parent);
@@ -355,7 +376,7 @@ static __attribute__((noinline)) void exit_general(struct trace_thread *th, stru
 {
 	uint64_t now = trace_rdtsc();
 
-	/* the tracers' bits only (not TRACE_FRAME_NONE) */
+	/* the tracers' bits only (not the TRACE_FRAME_* of the fast paths) */
 	for (uint32_t m = e->mask & (TRACER_BIT(TRACE_MAX_TRACERS) - 1); m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 		struct tbuf *b = th->bufs[id];
@@ -375,24 +396,31 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 	struct trace_thread *th = &self;
 	const uintptr_t *slot = (const uintptr_t *)(sp - sizeof(uintptr_t));
 	uint32_t saved_guard = th->in_hook;
-	uint32_t d = th->depth;
+	uint32_t d = th->depth; /* then the depth of the returning frame */
 	struct trace_frame *e;
 	struct tbuf *b;
 	uintptr_t ret;
 
 	th->in_hook = 1;
 	__asm__ volatile("" ::: "memory");
+	/* one register for it, walked down: GCC would compute it anew from d */
+	e = frame_at(th, d);
+	__asm__("" : "+r"(e));
 	/* entries above ours belong to frames that longjmp skipped */
-	while (d > 0 && th->stack[d - 1].slot != slot)
+	do {
+		if (unlikely(d == 0))
+			__builtin_trap(); /* no record of this return: nowhere to go */
 		d--;
-	if (unlikely(d == 0))
-		__builtin_trap(); /* no record of this return: nowhere to go */
-	e = &th->stack[d - 1];
+		e--;
+	} while (e->slot != slot);
 	ret = e->ret;
 	if (likely(!e->mask)) {
 		b = th->bufs[TRACER_GRAPH];
 		if (buf_ready(b, TRACER_GRAPH))
-			trace_graph_record(b, TREC_EXIT, e->site, d - 1);
+			trace_graph_record(b, TREC_EXIT, e->site, d);
+	} else if (likely(e->key == trace_hot.prof_key)) {
+		/* profile alone, a call of its current session */
+		trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, trace_rdtsc());
 	} else if (e->mask == TRACE_FRAME_THRESH) {
 		uint64_t now = trace_rdtsc();
 
@@ -400,19 +428,14 @@ uintptr_t trace_exit_hook(uintptr_t sp)
 		if (unlikely(now - e->ts >= trace_hot.graph_thresh) && buf_ready(b, TRACER_GRAPH)) {
 			uint32_t off = (uint32_t)(e->site - trace_site_base);
 
-			tbuf_push(b, e->ts, TREC_ENTRY, d - 1, off);
-			tbuf_push(b, now, TREC_EXIT, d - 1, off);
+			tbuf_push(b, e->ts, TREC_ENTRY, d, off);
+			tbuf_push(b, now, TREC_EXIT, d, off);
 		}
-	} else if (e->mask == TRACE_FRAME_PROFILE) {
-		uint64_t now = trace_rdtsc();
-
-		/* begun in this session: the thread's buffer is the one of its entry */
-		if (likely(e->word == trace_hot.session[TRACER_PROFILE]))
-			trace_profile_exit_fast(th->bufs[TRACER_PROFILE], e, now, &th->prof_run);
 	} else {
-		exit_general(th, e, d - 1);
+		/* a profile frame of an older session falls here: no tracer bit, nothing done */
+		exit_general(th, e, d);
 	}
-	th->depth = d - 1;
+	th->depth = d;
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = saved_guard;
 	return ret;
@@ -445,7 +468,7 @@ uintptr_t trace_real_return(const uintptr_t *slot)
 	const struct trace_thread *th = &self;
 
 	for (uint32_t d = th->depth; d > 0; d--) {
-		const struct trace_frame *e = &th->stack[d - 1];
+		const struct trace_frame *e = &th->frames[d];
 
 		/* stub + 5 until the stub calls the body, stub + 10 after */
 		if (e->slot == slot && *slot >= e->site - TRACE_STUB_SIZE && *slot < e->site)

@@ -54,7 +54,8 @@ static void profile_exit(struct tbuf *b, struct trace_frame *f, unsigned depth, 
 
 static int profile_start(struct trace_config *c)
 {
-	uint64_t need = c->nr_sites * sizeof(struct trace_prof_ent);
+	/* and the scratch entry (trace_prof_len) */
+	uint64_t need = (c->nr_sites + 1) * sizeof(struct trace_prof_ent);
 
 	/* the table is the buffer: --buffer-size does not apply */
 	c->buffer_size = need > TRACE_MIN_BUFFER ? need : TRACE_MIN_BUFFER;
@@ -66,8 +67,9 @@ static void profile_stop(void)
 }
 
 struct prof_sum {
-	struct trace_prof_ent *ents;
+	struct trace_prof_ent *ents; /* total, child, min and max */
 	uint64_t *calls;
+	uint64_t *hist; /* TRACE_PROF_BUCKETS per entry */
 	size_t nr;
 };
 
@@ -76,7 +78,7 @@ static void add_table(const struct tbuf *b, void *arg)
 {
 	const struct trace_prof_ent *t = (const struct trace_prof_ent *)b->recs;
 	struct prof_sum *sum = arg;
-	size_t n = trace_prof_len(b) < sum->nr ? trace_prof_len(b) : sum->nr;
+	size_t n = b->prof_len < sum->nr ? b->prof_len : sum->nr;
 	const struct trace_prof_ent *pend = __atomic_load_n(&b->pend_ent, __ATOMIC_RELAXED);
 	struct trace_prof_ent p;
 
@@ -93,15 +95,15 @@ static void add_table(const struct tbuf *b, void *arg)
 			trace_prof_add(&p, b->pend_dur);
 			e = &p;
 		}
-		if (e->nmin > s->nmin)
-			s->nmin = e->nmin;
+		if (e->min < s->min)
+			s->min = e->min;
 		if (e->max > s->max)
 			s->max = e->max;
 		sum->calls[i] += calls;
 		s->total += e->total;
 		s->child += e->child;
 		for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
-			s->hist[k] += e->hist[k];
+			sum->hist[i * TRACE_PROF_BUCKETS + k] += trace_prof_hist(e, k);
 	}
 }
 
@@ -115,11 +117,15 @@ static int profile_read(int fmt, struct trace_out *out)
 	sum.nr = trace_nr_prof_sites;
 	sum.ents = calloc(sum.nr ? sum.nr : 1, sizeof(*sum.ents));
 	sum.calls = calloc(sum.nr ? sum.nr : 1, sizeof(*sum.calls));
-	if (!sum.ents || !sum.calls) {
+	sum.hist = calloc((sum.nr ? sum.nr : 1) * TRACE_PROF_BUCKETS, sizeof(*sum.hist));
+	if (!sum.ents || !sum.calls || !sum.hist) {
 		free(sum.ents);
 		free(sum.calls);
+		free(sum.hist);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < sum.nr; i++)
+		sum.ents[i].min = UINT64_MAX;
 	tbuf_for_each(TRACER_PROFILE, add_table, &sum);
 	if (fmt == SD_TRACE_FMT_FOLDED)
 		tout_printf(out, "# folded stacks: function, then ns of self time (profile)\n");
@@ -142,11 +148,13 @@ static int profile_read(int fmt, struct trace_out *out)
 			    (unsigned long long)ticks_to_ns(trace_prof_min(s)),
 			    (unsigned long long)ticks_to_ns(s->max));
 		for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
-			tout_printf(out, " %llu", (unsigned long long)s->hist[k]);
+			tout_printf(out, " %llu",
+				    (unsigned long long)sum.hist[i * TRACE_PROF_BUCKETS + k]);
 		tout_printf(out, "\n");
 	}
 	free(sum.ents);
 	free(sum.calls);
+	free(sum.hist);
 	return out->failed ? -ENOMEM : 0;
 }
 

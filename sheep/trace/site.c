@@ -173,7 +173,7 @@ int trace_sites_init(void)
 		ret = -ENOMEM;
 		goto out_unmap;
 	}
-	trace_nr_site_words = nr ? ((sites[nr - 1].addr - sites[0].addr) >> 4) + 1 : 1;
+	trace_nr_site_words = nr ? (sites[nr - 1].addr >> 4) - (sites[0].addr >> 4) + 1 : 1;
 	trace_site_words = calloc(trace_nr_site_words, sizeof(*trace_site_words));
 	if (!trace_site_words) {
 		ret = -ENOMEM;
@@ -182,6 +182,8 @@ int trace_sites_init(void)
 	if (mprotect(sites, len, PROT_READ) < 0)
 		sd_warn("site table stays writable: %m");
 	trace_site_base = nr ? sites[0].addr : 0;
+	trace_site_words_bias =
+	    (uintptr_t)trace_site_words - (trace_site_base >> 4) * sizeof(*trace_site_words);
 	trace_nr_sites = nr;
 	trace_sites = sites;
 	sd_info("%zu trace sites", nr);

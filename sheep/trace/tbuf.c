@@ -83,43 +83,15 @@ void trace_clock_calibrate(void)
 		trace_clk_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 	clk_tsc0 = t0;
 	clk_ns0 = n0;
-	trace_prof_bkts_init();
+	trace_prof_lz_init();
 }
 
-struct trace_prof_bkt trace_prof_bkts[64];
+bool trace_prof_lz_is_bsr;
 
-/* what the lzcnt encoding answers for @v on this CPU (bsr's where it has no lzcnt) */
-static unsigned lzcnt_insn(uint64_t v)
+void trace_prof_lz_init(void)
 {
-	uint64_t r;
-
-	__asm__("lzcnt %1, %0" : "=r"(r) : "r"(v) : "cc");
-	return (unsigned)(r & 63);
-}
-
-void trace_prof_bkts_init(void)
-{
-	for (unsigned j = 0; j < 64; j++) {
-		uint64_t lo = j ? 1ULL << j : 0, hi = j < 63 ? (2ULL << j) - 1 : UINT64_MAX;
-		struct trace_prof_bkt *t = &trace_prof_bkts[lzcnt_insn(lo | 1)];
-		uint64_t a = lo, b = hi;
-
-		t->lo = trace_prof_bucket_ref(lo);
-		t->hi = trace_prof_bucket_ref(hi);
-		t->bnd = UINT64_MAX;
-		if (t->lo == t->hi)
-			continue;
-		/* the first tick count of the octave in the higher bucket */
-		while (a < b) {
-			uint64_t mid = a + (b - a) / 2;
-
-			if (trace_prof_bucket_ref(mid) == t->lo)
-				a = mid + 1;
-			else
-				b = mid;
-		}
-		t->bnd = a;
-	}
+	/* lzcnt of 1 is 63, bsr's answer 0 */
+	trace_prof_lz_is_bsr = trace_prof_lzcnt(1) != 63;
 }
 
 uint64_t trace_tsc_to_ns(uint64_t tsc)
@@ -215,14 +187,21 @@ static void tbuf_reset(struct tbuf *b, uint32_t tid, uint32_t session, bool is_f
 	b->nr_overflow = 0;
 	b->inside = 0;
 	b->top = NULL;
-	b->pend_ent = NULL;
-	b->prof_len = trace_prof_len(b);
+	/* a profile table: its last entry is the scratch one (trace_prof_len) */
+	b->prof_len = trace_prof_len(b) ? trace_prof_len(b) - 1 : 0;
+	b->pend_ent =
+	    b->tracer == TRACER_PROFILE ? (struct trace_prof_ent *)b->recs + b->prof_len : NULL;
+	b->pend_dur = 0;
+	b->frame_key = (uint64_t)TRACE_FRAME_PROFILE << 32 | session;
 	memset(b->followed, 0, sizeof(b->followed));
 	__atomic_store_n(&b->session, 0, __ATOMIC_RELEASE); /* readers skip it now */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELEASE);
 	/* clear the words: lap 0 records must not be mistaken for old ones */
 	if (!is_fresh)
 		memset(b->recs, 0, (b->mask + 1) * sizeof(struct trace_rec));
+	if (b->tracer == TRACER_PROFILE)
+		for (size_t i = 0; i < trace_prof_len(b); i++)
+			((struct trace_prof_ent *)b->recs)[i].min = UINT64_MAX;
 	b->grow_at = grow_point(b);
 	prctl(PR_GET_NAME, b->comm, 0, 0, 0);
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
@@ -370,7 +349,7 @@ void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_
 
 			head = 0;
 			lost = 0;
-			for (size_t i = 0; i < trace_prof_len(b); i++)
+			for (size_t i = 0; i < b->prof_len; i++)
 				head += trace_prof_calls(b, &t[i]);
 		}
 		if (id == TRACER_FUNCTION || id == TRACER_THREAD || id == TRACER_LOOP) {

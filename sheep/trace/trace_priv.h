@@ -145,9 +145,10 @@ struct tbuf {
 	uint32_t inside;  /* graph: roots of --graph-function open on this thread */
 	void *top;	  /* profile: the innermost profiled frame of the thread */
 	/* profile: the thread's last call, counted in the table at its next one */
-	struct trace_prof_ent *pend_ent; /* NULL: none */
+	struct trace_prof_ent *pend_ent; /* a profile table's scratch entry at first */
 	uint64_t pend_dur;
 	uint64_t prof_len;   /* profile: entries the table holds (trace_prof_len) */
+	uint64_t frame_key;  /* profile: trace_frame.key of its calls (its session) */
 	uint64_t followed[TRACE_MAX_FOLLOWERS]; /* per follower: records before this one were sent */
 	uint64_t head;	  /* records ever reserved in this session */
 	uint64_t mask;	  /* nr of records - 1 */
@@ -157,8 +158,8 @@ struct tbuf {
 	uint64_t nr_overflow; /* calls not traced: shadow stack full */
 	size_t map_len;
 	char comm[16];
-	struct trace_rec *recs;
-};
+	struct trace_rec *recs; /* just after it: cache-line aligned (profile entries) */
+} __attribute__((aligned(64)));
 
 /*
  * Tracers that can run at once, each with a fixed id (its bit in the masks
@@ -174,8 +175,8 @@ struct tbuf {
 
 /*
  * The site word, one per site, found without a search: trace_site_words is
- * indexed by (site - trace_site_base) >> 4 (sites are at least 21 bytes
- * apart, so no two share a slot). Bits 0-21 are the site's index in the
+ * indexed by (site >> 4) - (trace_site_base >> 4) (sites are at least 21
+ * bytes apart, so no two share a slot). Bits 0-21 are the site's index in the
  * profile tables, bits 22-23 the thread checker's marks, bits 24-30 the
  * tracers that want the site, bit TRACE_WORD_ROOT marks a --graph-function
  * root. Written on the control
@@ -188,10 +189,12 @@ struct tbuf {
 #define TRACE_WORD_ROOT (1U << 31)
 extern uint32_t *trace_site_words;
 extern size_t trace_nr_site_words;
+/* (uintptr_t)trace_site_words - (trace_site_base >> 4) * 4: a site's word in one load */
+extern uintptr_t trace_site_words_bias;
 
 static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t site)
 {
-	return &trace_site_words[(site - trace_site_base) >> 4];
+	return (uint32_t *)(trace_site_words_bias + (site >> 4) * sizeof(uint32_t));
 }
 
 /*
@@ -202,11 +205,16 @@ static inline __attribute__((always_inline)) uint32_t *trace_site_word(uintptr_t
  */
 #define TRACE_FAST_NONE 0
 #define TRACE_FAST_GRAPH 1
-#define TRACE_FAST_THRESH 2
-#define TRACE_FAST_PROFILE 3
+#define TRACE_FAST_THRESH 5
+#define TRACE_FAST_PROFILE 2
+/* the id of the tracer a fast mode serves, without a branch (the values above) */
+#define TRACE_FAST_ID(fast) ((fast)&2)
+_Static_assert(TRACE_FAST_ID(TRACE_FAST_GRAPH) == TRACER_GRAPH &&
+		   TRACE_FAST_ID(TRACE_FAST_THRESH) == TRACER_GRAPH &&
+		   TRACE_FAST_ID(TRACE_FAST_PROFILE) == TRACER_PROFILE,
+	       "fast modes encode their tracer");
 #define TRACE_FRAME_THRESH (1U << 8)
 #define TRACE_FRAME_PROFILE (1U << 9)
-#define TRACE_FRAME_NONE (1U << 10) /* nothing to do at its exit */
 
 /* hot configuration, read by the hooks */
 struct trace_hot {
@@ -220,15 +228,18 @@ struct trace_hot {
 	uint32_t session[TRACE_MAX_TRACERS];	 /* bumped by every start of that tracer */
 	uint64_t nr_records[TRACE_MAX_TRACERS];	 /* per buffer at first, power of two */
 	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
+	/* profile's fast path: a frame of its current session (trace_frame.key) */
+	uint64_t prof_key;
 };
 extern struct trace_hot trace_hot;
 
 static inline __attribute__((always_inline)) uint64_t trace_rdtsc(void)
 {
-	uint32_t lo, hi;
+	uint64_t lo, hi;
 
+	/* 64-bit outputs: rdtsc clears the upper halves, no zero-extension needed */
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return ((uint64_t)hi << 32) | lo;
+	return (hi << 32) | lo;
 }
 
 /*
@@ -348,15 +359,21 @@ struct trace_frame {
 	uintptr_t ret;		    /* the real return address (the caller) */
 	uintptr_t site;		    /* the site of the call */
 	const uintptr_t *slot;	    /* where the return address lives on the stack */
-	uint32_t word;		    /* the site word at entry */
-	uint32_t mask;		    /* the tracers this call went to */
+	union {
+		struct {
+			uint32_t word; /* the site word at entry */
+			uint32_t mask; /* the tracers this call went to */
+		};
+		/* profile's fast path: the session | TRACE_FRAME_PROFILE << 32 */
+		uint64_t key;
+	};
 	uint64_t ts;		    /* TSC at entry (not set on graph's fast path) */
 	/*
-	 * profile's fast path: the thread's running total of profiled time
-	 * (trace_thread.prof_total) at entry; word holds the session the call
-	 * began in
+	 * profile's fast path: the durations of the profiled calls that
+	 * returned directly inside this one (each adds its own to the frame
+	 * below it)
 	 */
-	uint64_t total0;
+	uint64_t inner;
 	union {
 		struct trace_frame *parent;  /* profile: the enclosing profiled frame */
 		struct trace_prof_ent *ent; /* profile's fast path: the site's entry */
@@ -438,75 +455,133 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 /* ---- the profile tracer (profile.c) ---- */
 
 #define TRACE_PROF_BUCKETS 40 /* log2 of ns: [2^k, 2^(k+1)), the last one open */
+#define TRACE_PROF_NR_LZ 64   /* lzcnt of the call's ns << 32: 0..64 */
+#define TRACE_PROF_BIG 31     /* the first bucket past that product's 63 bits */
 
 /*
  * One site's figures in one thread's table; times in TSC ticks. The calls
  * are the sum of the histogram (plus the thread's pending call): one
  * increment less per call. The self time is total - child: child sums the
  * durations of the profiled calls made directly inside this function's
- * calls (each call adds its duration to its caller's entry), which is the
- * sum over its calls of their children's time: no per-call subtraction.
+ * calls, which is the sum over its calls of their children's time: no
+ * per-call subtraction.
+ *
+ * The histogram is kept as the hot path finds it cheapest: a call of
+ * @dur ticks is dur * trace_clk_mult = its ns << 32 (32.32 fixed point,
+ * the definition of its ns), whose leading zeros say its log2 bucket
+ * (31 - lz; 0 from lz 31 on) with one signed multiply and one lzcnt, no
+ * table. Calls of 2^31 ns (2.1 s) and more overflow the product: those
+ * count by bucket in big[] (the reference computation, off the common
+ * path). A negative product (lz 0) is a duration of 2^63 ticks or more, a
+ * clock that went backwards: the last bucket, as the definition says.
+ * trace_prof_hist() gives the buckets.
  */
 struct trace_prof_ent {
 	uint64_t total;
 	uint64_t child;
-	uint64_t nmin; /* ~min: 0 is "none yet", and the update is one compare */
+	uint64_t min; /* UINT64_MAX: none yet (a table's reset sets it) */
 	uint64_t max;
-	uint64_t hist[TRACE_PROF_BUCKETS];
-	uint64_t pad[4];
+	uint64_t by_lz[TRACE_PROF_NR_LZ + 1]; /* by what the lzcnt encoding answers */
+	uint64_t big[TRACE_PROF_BUCKETS - TRACE_PROF_BIG];
+	uint64_t pad[2]; /* 640 bytes: each entry starts a cache line */
 };
+_Static_assert(sizeof(struct trace_prof_ent) % 64 == 0, "profile entries start cache lines");
 
 extern uint64_t trace_clk_mult;
 
 /* the histogram bucket of a call of @dur ticks: log2 of its ns (the definition) */
 static inline unsigned trace_prof_bucket_ref(uint64_t dur)
 {
-	uint64_t ns = (uint64_t)(((unsigned __int128)dur * trace_clk_mult) >> 32);
-	unsigned k = 63 - (unsigned)__builtin_clzll(ns | 1);
+	unsigned __int128 ns = ((unsigned __int128)dur * trace_clk_mult) >> 32;
 
-	return k < TRACE_PROF_BUCKETS ? k : TRACE_PROF_BUCKETS - 1;
+	if (ns >> (TRACE_PROF_BUCKETS - 1))
+		return TRACE_PROF_BUCKETS - 1;
+	return 63 - (unsigned)__builtin_clzll((uint64_t)ns | 1);
 }
 
 /*
- * The same from a table, without the multiply: the ticks' octave (found
- * with one lzcnt) holds at most one bucket boundary, at @bnd ticks: below
- * it the bucket is @lo, from it @hi. Built at calibration, indexed by what
- * the lzcnt instruction returns on this CPU (it is bsr's encoding with a
- * prefix: a CPU without it gets a table indexed by bsr's answer).
+ * The lzcnt encoding is bsr's with a prefix: a CPU without lzcnt answers
+ * 63 - lz. Set at calibration (trace_prof_lz_init), read when a histogram
+ * is read, never on the hot path.
  */
-struct trace_prof_bkt {
-	uint64_t bnd;
-	uint32_t lo, hi;
-};
-extern struct trace_prof_bkt trace_prof_bkts[64];
-void trace_prof_bkts_init(void);
+extern bool trace_prof_lz_is_bsr;
+void trace_prof_lz_init(void);
 
-static inline __attribute__((always_inline)) unsigned trace_prof_bucket(uint64_t dur)
+/*
+ * What the lzcnt encoding answers for @v: 0..64 (lzcnt), or 63 - lz for a
+ * non-zero @v and 0 for 0 (bsr leaves its destination, tied to @v, as it
+ * was): an index of by_lz[] either way.
+ */
+static inline __attribute__((always_inline)) uint64_t trace_prof_lzcnt(uint64_t v)
 {
-	const struct trace_prof_bkt *t;
-	uint64_t i;
+	__asm__("lzcnt %0, %0" : "+r"(v) : : "cc");
+	return v;
+}
 
-	__asm__("lzcnt %1, %0" : "=r"(i) : "r"(dur | 1) : "cc");
-	t = &trace_prof_bkts[i]; /* lzcnt or bsr of a non-zero value: 0..63 */
-	return dur >= t->bnd ? t->hi : t->lo;
+/*
+ * *@x = @dur * trace_clk_mult, signed, unless that overflows (false). One
+ * imul with the factor from memory and one jo: what GCC makes of
+ * __builtin_mul_overflow takes two moves more.
+ */
+static inline __attribute__((always_inline)) bool trace_prof_mul(uint64_t dur, uint64_t *x)
+{
+	uint64_t v = dur;
+
+	__asm__ goto("imul %[m], %[v]\n\tjo %l[overflow]"
+		     : [v] "+r"(v)
+		     : [m] "m"(trace_clk_mult)
+		     : "cc"
+		     : overflow);
+	*x = v;
+	return true;
+overflow:
+	return false;
 }
 
 /* count a call of @dur ticks in entry @t */
 static inline __attribute__((always_inline)) void trace_prof_add(struct trace_prof_ent *t,
 								 uint64_t dur)
 {
-	if (~dur > t->nmin)
-		t->nmin = ~dur;
+	uint64_t x;
+
+	if (dur < t->min)
+		t->min = dur;
 	if (dur > t->max)
 		t->max = dur;
 	t->total += dur;
-	t->hist[trace_prof_bucket(dur)]++;
+	if (likely(trace_prof_mul(dur, &x)))
+		t->by_lz[trace_prof_lzcnt(x)]++;
+	else
+		t->big[trace_prof_bucket_ref(dur) - TRACE_PROF_BIG]++;
+}
+
+/* the calls of entry @t in histogram bucket @k */
+static inline uint64_t trace_prof_hist(const struct trace_prof_ent *t, unsigned k)
+{
+	uint64_t n = 0;
+
+	if (k >= TRACE_PROF_BIG) {
+		n = __atomic_load_n(&t->big[k - TRACE_PROF_BIG], __ATOMIC_RELAXED);
+		/* lz 0: a negative product */
+		if (k == TRACE_PROF_BUCKETS - 1)
+			n += __atomic_load_n(&t->by_lz[trace_prof_lz_is_bsr ? 63 : 0],
+					     __ATOMIC_RELAXED);
+		return n;
+	}
+	/* lz 31 - k, or 31 to 64 (a product of 0) for bucket 0 */
+	for (unsigned lz = 31 - k; lz < (k ? 32 - k : TRACE_PROF_NR_LZ + 1); lz++) {
+		if (!trace_prof_lz_is_bsr)
+			n += __atomic_load_n(&t->by_lz[lz], __ATOMIC_RELAXED);
+		else if (lz < TRACE_PROF_NR_LZ) /* bsr: 63 - lz, and 0 for a product of 0 too */
+			n += __atomic_load_n(&t->by_lz[63 - lz], __ATOMIC_RELAXED);
+	}
+	return n;
 }
 
 /* the shortest call of entry @t (0 if none) */
 static inline uint64_t trace_prof_min(const struct trace_prof_ent *t)
 {
-	return t->nmin ? ~t->nmin : 0;
+	return t->min != UINT64_MAX ? t->min : 0;
 }
 
 /* the self time of entry @t */
@@ -524,8 +599,10 @@ static inline uint64_t trace_prof_calls(const struct tbuf *b, const struct trace
 {
 	uint64_t n = __atomic_load_n(&b->pend_ent, __ATOMIC_RELAXED) == t;
 
-	for (unsigned k = 0; k < TRACE_PROF_BUCKETS; k++)
-		n += __atomic_load_n(&t->hist[k], __ATOMIC_RELAXED);
+	for (unsigned k = 0; k <= TRACE_PROF_NR_LZ; k++)
+		n += __atomic_load_n(&t->by_lz[k], __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < TRACE_PROF_BUCKETS - TRACE_PROF_BIG; k++)
+		n += __atomic_load_n(&t->big[k], __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -533,7 +610,13 @@ static inline uint64_t trace_prof_calls(const struct tbuf *b, const struct trace
 extern uint32_t *trace_prof_sites;
 extern size_t trace_nr_prof_sites;
 
-/* entries of a profile table (the buffer of one thread) */
+/*
+ * Entries of a profile table (the buffer of one thread), the last of which
+ * is the thread's scratch entry (b->prof_len is its index): it takes what
+ * has no entry of its own (a site index of another session than the
+ * table's, the pending call of a thread that made none yet), so that the
+ * hot path needs no test for it. Readers stop before it.
+ */
 static inline __attribute__((always_inline)) size_t trace_prof_len(const struct tbuf *b)
 {
 	return (size_t)((b->mask + 1) * sizeof(struct trace_rec) / sizeof(struct trace_prof_ent));
@@ -542,19 +625,17 @@ static inline __attribute__((always_inline)) size_t trace_prof_len(const struct 
 /*
  * A profiled call of duration @dur (ticks), to count in entry @t of its
  * thread's table @b. Its duration comes from the clock read just before:
- * the table's work on it (compares, the bucket's lzcnt and table, stores
- * to an address known last) would hold up everything after it. So the call
+ * the table's work on it (compares, the multiply and lzcnt, stores to an
+ * address known last) would hold up everything after it. So the call
  * waits in the buffer (pend_*) and is counted at the thread's next profiled
  * return, whose own clock read it then overlaps; readers add the pending
- * call.
+ * call. pend_ent is never NULL in a profile table (the scratch entry at
+ * first).
  */
 static inline __attribute__((always_inline)) void
 trace_profile_count(struct tbuf *b, struct trace_prof_ent *t, uint64_t dur)
 {
-	struct trace_prof_ent *prev = b->pend_ent;
-
-	if (likely(prev))
-		trace_prof_add(prev, b->pend_dur);
+	trace_prof_add(b->pend_ent, b->pend_dur);
 	b->pend_dur = dur;
 	__atomic_store_n(&b->pend_ent, t, __ATOMIC_RELAXED);
 }
@@ -566,6 +647,17 @@ trace_prof_ent_of(const struct tbuf *b, uint32_t idx)
 	if (unlikely(idx >= b->prof_len))
 		return NULL; /* an index of another session than the table's */
 	return (struct trace_prof_ent *)b->recs + idx;
+}
+
+/* the same, the scratch entry for none (profile's fast path) */
+static inline __attribute__((always_inline)) struct trace_prof_ent *
+trace_prof_ent_fast(const struct tbuf *b, uint32_t idx)
+{
+	uint64_t i = idx;
+
+	/* a cmov: GCC would branch, and lay the common case out as the jump */
+	__asm__("cmp %1, %0\n\tcmova %1, %0" : "+r"(i) : "r"(b->prof_len) : "cc");
+	return (struct trace_prof_ent *)b->recs + i;
 }
 
 /*
@@ -588,23 +680,23 @@ trace_profile_exit(struct tbuf *b, struct trace_frame *f, struct trace_frame *pa
 
 /*
  * Profile alone (the hooks' fast path): the entry found the site's entry
- * of the table (f->ent; a frame without one is TRACE_FRAME_NONE) and noted
- * the session (f->word) and *@run (f->total0), a running total that each
- * profiled return sets to its value at the call's entry plus the call's
- * duration. What it grew by since this call's entry is the duration of
- * the profiled calls made directly inside this one: added to the entry's
- * child, it gives the self time (total - child), no parent frame looked
- * at. The exit reads the
- * clock, adds, and leaves the call pending. Counted only if the call began
- * in the current session (its table is then still the thread's, @b).
+ * of the table (f->ent, maybe the scratch one), noted the session and
+ * TRACE_FRAME_PROFILE (f->key) and set f->inner to 0. The exit adds what
+ * the profiled calls made directly inside this one took (f->inner, which
+ * their exits filled) to the entry's child, which gives the self time
+ * (total - child), and its own duration to the frame below it on the
+ * shadow stack (f - 1: its caller's, or a slot below the outermost one),
+ * no parent looked for. It reads the clock, adds, and leaves the call
+ * pending. Called only if f->key is trace_hot.prof_key: the call began in
+ * the current session, so its table is still the thread's, @b.
  */
 static inline __attribute__((always_inline)) void
-trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now, uint64_t *run)
+trace_profile_exit_fast(struct tbuf *b, struct trace_frame *f, uint64_t now)
 {
-	uint64_t dur = now - f->ts, inner = *run - f->total0;
+	uint64_t dur = now - f->ts;
 
-	*run = f->total0 + dur;
-	f->ent->child += inner < dur ? inner : dur;
+	f->ent->child += f->inner;
+	f[-1].inner += dur;
 	trace_profile_count(b, f->ent, dur);
 }
 

@@ -297,21 +297,43 @@ static void stop_tracing(void)
 
 /*
  * TB_AB=R: the modes given after N (e.g. "graph profile"), each started,
- * run and stopped in turn, R rounds in this one process; prints each
- * mode's least CPU time of the timed region. Interleaved in one process,
- * the modes see the same machine: the way to compare two tracers while
- * other work loads it.
+ * run and stopped in turn (odd rounds in the reverse order), R rounds in
+ * this one process; prints each mode's least CPU time of the timed region
+ * and, for each mode after the first, its difference from the first per
+ * call: the median over the rounds of the difference within a round (the
+ * two ran back to back on the same machine state) and the quartiles of
+ * those differences, its spread. Interleaved in one process, the modes see
+ * the same machine: the way to compare two tracers while other work loads
+ * it.
  */
+#define AB_MAX_MODES 8
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int bench_ab(int rounds, int is_fib, int n, const char *expr, char **modes, int nr_modes)
 {
-	long best[16], calls = 0;
+	long best[AB_MAX_MODES], calls = 0, *t;
+	double *d;
 
-	if (nr_modes > 16)
-		nr_modes = 16;
+	if (nr_modes > AB_MAX_MODES)
+		nr_modes = AB_MAX_MODES;
+	if (rounds < 1)
+		rounds = 1;
+	t = calloc((size_t)rounds * AB_MAX_MODES, sizeof(*t));
+	d = calloc((size_t)rounds, sizeof(*d));
+	if (!t || !d)
+		return 1;
 	for (int m = 0; m < nr_modes; m++)
 		best[m] = -1;
 	for (int r = 0; r < rounds; r++) {
-		for (int m = 0; m < nr_modes; m++) {
+		/* odd rounds in the reverse order: no mode always runs first */
+		for (int i = 0; i < nr_modes; i++) {
+			int m = r & 1 ? nr_modes - 1 - i : i;
 			long c0, c1;
 
 			if (start_tracing(modes[m], is_fib))
@@ -323,13 +345,26 @@ static int bench_ab(int rounds, int is_fib, int n, const char *expr, char **mode
 			calls = is_fib ? fib_calls(n) : nr_calls + 2;
 			if (strcmp(modes[m], "off"))
 				stop_tracing();
+			t[r * AB_MAX_MODES + m] = c1 - c0;
 			if (best[m] < 0 || c1 - c0 < best[m])
 				best[m] = c1 - c0;
 		}
 	}
-	for (int m = 0; m < nr_modes; m++)
-		printf("mode=%s calls=%ld cpu_ns=%ld ns_per_call=%.2f\n", modes[m], calls, best[m],
+	for (int m = 0; m < nr_modes; m++) {
+		printf("mode=%s calls=%ld cpu_ns=%ld ns_per_call=%.2f", modes[m], calls, best[m],
 		       (double)best[m] / (double)calls);
+		if (m) {
+			for (int r = 0; r < rounds; r++)
+				d[r] = (double)(t[r * AB_MAX_MODES + m] - t[r * AB_MAX_MODES]) /
+				       (double)calls;
+			qsort(d, (size_t)rounds, sizeof(*d), cmp_double);
+			printf(" minus_%s_median=%.2f p25=%.2f p75=%.2f", modes[0], d[rounds / 2],
+			       d[rounds / 4], d[(3 * rounds) / 4]);
+		}
+		printf("\n");
+	}
+	free(t);
+	free(d);
 	return 0;
 }
 #endif
