@@ -38,6 +38,7 @@ struct request {
 	struct request *waiter; /* a client request answered once this one is applied */
 	/* set for a request the daemon made itself (NBD's locks): called instead of a reply */
 	void (*done)(struct request *req);
+	bool replied; /* its worker sent the reply (request.c, reply_early) */
 };
 
 enum op_type {

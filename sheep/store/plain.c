@@ -5,6 +5,9 @@
  * replaces an object that another create published meanwhile (the replica
  * layer orders creates of one object; this is the last line). DIR/obj/.stale
  * keeps the objects that a rejoining node set aside (store.h, stale_all).
+ * The descriptors of durable direct writes stay open in a small cache
+ * (below, fd_get); whatever unlinks or renames an object's file here drops
+ * its descriptor first, so that no write goes through a stale one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -153,6 +157,198 @@ static uint64_t *dirty_take(uint32_t vid, size_t *nr, bool *dir)
 	return out;
 }
 
+/*
+ * The descriptor cache of durable direct writes: a 4 KiB write spent two
+ * syscalls and a path lookup on openat and close around its pwrite. Set
+ * associative (a set per hash of the oid, LRU within it), under one lock,
+ * bounded (FD_SETS x fd_ways descriptors, fewer under a low descriptor
+ * limit). A user holds a reference; a slot dropped while in use is dead
+ * (never found again) and closed by its last user.
+ *
+ * Never a stale descriptor: plain_remove, stale_all, a create's publish
+ * and init drop the oid's descriptor after they change the directory, and
+ * bump fd_gen, so that a descriptor opened before the change by a writer
+ * that missed is used once and not cached. A write through a descriptor
+ * taken before a concurrent remove lands on the removed file, as a write
+ * that opened the file just before the remove would. A file unlinked
+ * behind the daemon's back (an operator) is found by its link count on
+ * each hit: the write then opens the name again, and misses as it should.
+ */
+#define FD_SETS 32
+#define FD_MAX_WAYS 8
+
+struct fd_slot {
+	uint64_t oid;
+	uint64_t used; /* fd_clock at the last use: LRU within the set */
+	int fd;	       /* -1: free */
+	int refs;
+	bool dead;
+};
+
+static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fd_slot fd_cache[FD_SETS][FD_MAX_WAYS] = {
+	[0 ... FD_SETS - 1] = { [0 ... FD_MAX_WAYS - 1] = { .fd = -1 } }
+};
+static int fd_ways; /* set by plain_init from the descriptor limit */
+static uint64_t fd_gen, fd_clock;
+
+static struct fd_slot *fd_cache_set(uint64_t oid)
+{
+	return fd_cache[(oid * UINT64_C(0x9e3779b97f4a7c15)) >> 59 & (FD_SETS - 1)];
+}
+
+/* fd_lock held: drop a slot; its descriptor, to close after the unlock, or -1 */
+static int fd_drop(struct fd_slot *sl)
+{
+	int fd = sl->fd;
+
+	if (fd < 0 || sl->dead)
+		return -1;
+	if (sl->refs) {
+		sl->dead = true; /* its last user closes it */
+		return -1;
+	}
+	sl->fd = -1;
+	return fd;
+}
+
+/* forget oid's descriptor (every one when all): call after the directory changed */
+static void fd_forget(uint64_t oid, bool all)
+{
+	int close_fds[FD_SETS * FD_MAX_WAYS], n = 0;
+
+	pthread_mutex_lock(&fd_lock);
+	fd_gen++;
+	for (int i = 0; i < FD_SETS; i++) {
+		struct fd_slot *set = fd_cache[i];
+
+		if (!all && set != fd_cache_set(oid))
+			continue;
+		for (int w = 0; w < FD_MAX_WAYS; w++) {
+			int fd;
+
+			if (!all && set[w].oid != oid)
+				continue;
+			fd = fd_drop(&set[w]);
+			if (fd >= 0)
+				close_fds[n++] = fd;
+		}
+	}
+	pthread_mutex_unlock(&fd_lock);
+	while (n--)
+		close(close_fds[n]);
+}
+
+static int open_direct(uint64_t oid)
+{
+	int fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC | O_DIRECT | O_DSYNC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * A descriptor of oid open O_DIRECT|O_DSYNC, and its slot (NULL: not
+ * cached, the caller closes it; fd_put does either): fd, or -errno of the
+ * open
+ */
+static int fd_get(uint64_t oid, struct fd_slot **slotp)
+{
+	struct fd_slot *set = fd_cache_set(oid), *victim = NULL;
+	int fd, old = -1;
+	uint64_t gen;
+	struct stat st;
+
+	*slotp = NULL;
+	pthread_mutex_lock(&fd_lock);
+	for (int w = 0; w < fd_ways; w++) {
+		struct fd_slot *sl = &set[w];
+
+		if (sl->fd < 0 || sl->dead || sl->oid != oid)
+			continue;
+		sl->refs++;
+		sl->used = ++fd_clock;
+		fd = sl->fd;
+		pthread_mutex_unlock(&fd_lock);
+		if (fstat(fd, &st) == 0 && st.st_nlink) {
+			*slotp = sl;
+			return fd;
+		}
+		/* unlinked behind our back: forget it, and look the name up again */
+		pthread_mutex_lock(&fd_lock);
+		sl->refs--;
+		old = fd_drop(sl);
+		break;
+	}
+	gen = fd_gen;
+	pthread_mutex_unlock(&fd_lock);
+	if (old >= 0)
+		close(old);
+	old = -1;
+	fd = open_direct(oid);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&fd_lock);
+	/* not if the directory changed meanwhile, or another writer cached it first */
+	for (int w = 0; gen == fd_gen && w < fd_ways; w++) {
+		struct fd_slot *sl = &set[w];
+
+		if (sl->fd >= 0 && !sl->dead && sl->oid == oid) {
+			victim = NULL;
+			break;
+		}
+		if (sl->fd < 0)
+			victim = sl;
+		else if (!sl->refs && !sl->dead &&
+			 (!victim || (victim->fd >= 0 && sl->used < victim->used)))
+			victim = sl;
+	}
+	if (gen == fd_gen && victim) {
+		old = victim->fd;
+		victim->fd = fd;
+		victim->oid = oid;
+		victim->refs = 1;
+		victim->dead = false;
+		victim->used = ++fd_clock;
+		*slotp = victim;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	if (old >= 0)
+		close(old);
+	return fd;
+}
+
+static void fd_put(struct fd_slot *sl, int fd)
+{
+	if (!sl) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&fd_lock);
+	if (--sl->refs || !sl->dead)
+		fd = -1;
+	else {
+		sl->fd = -1;
+		sl->dead = false;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* a few descriptors per 256 of the limit, at most FD_SETS x FD_MAX_WAYS */
+static int fd_ways_for_limit(void)
+{
+	struct rlimit rl;
+	uint64_t n;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	n = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+	/* a descriptor in 8 at most: the connections and the peers come first */
+	n /= 8 * FD_SETS;
+	return n > FD_MAX_WAYS ? FD_MAX_WAYS : (int)n;
+}
+
 static int err_to_res(int err)
 {
 	switch (err) {
@@ -170,12 +366,17 @@ static int plain_init(const char *dir)
 {
 	int ret;
 
+	/* another directory, or this one again: no descriptor of before is valid */
+	fd_forget(0, true);
+	fd_ways = fd_ways_for_limit();
 	snprintf(obj_dir, sizeof(obj_dir), "%s/obj", dir);
 	ret = sd_mkdir_p(obj_dir, 0755);
 	if (ret) {
 		sd_err("cannot create %s: %s", obj_dir, strerror(-ret));
 		return SD_RES_EIO;
 	}
+	if (obj_dir_fd >= 0)
+		close(obj_dir_fd);
 	obj_dir_fd = open(obj_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (obj_dir_fd < 0) {
 		sd_err("cannot open %s: %m", obj_dir);
@@ -227,19 +428,20 @@ static bool direct_off; /* a file system without O_DIRECT: stop trying */
 
 static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t off)
 {
+	struct fd_slot *sl;
 	int fd, ret;
 
 	if (direct_off || ((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1))
 		return 1;
-	fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC | O_DIRECT | O_DSYNC);
-	if (fd < 0 && errno == EINVAL) {
+	fd = fd_get(oid, &sl);
+	if (fd == -EINVAL) {
 		__atomic_store_n(&direct_off, true, __ATOMIC_RELAXED);
 		return 1;
 	}
 	if (fd < 0)
-		return -errno;
+		return fd;
 	ret = sd_pwrite_full(fd, buf, len, off);
-	close(fd);
+	fd_put(sl, fd);
 	return ret == -EINVAL ? 1 : ret;
 }
 
@@ -372,6 +574,8 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	close(fd);
 	fd = -1;
 	ret = publish(tmp, name.s);
+	if (!ret) /* a descriptor of an earlier file of that name is stale */
+		fd_forget(oid, false);
 	if (ret == -EEXIST) { /* created meanwhile: the write applies to it */
 		unlinkat(obj_dir_fd, tmp, 0);
 		return plain_write(oid, buf, len, off, sync);
@@ -395,9 +599,10 @@ out_err:
 
 static int plain_remove(uint64_t oid)
 {
-	if (unlinkat(obj_dir_fd, obj_name(oid).s, 0) < 0)
-		return err_to_res(errno);
-	return SD_RES_SUCCESS;
+	int ret = unlinkat(obj_dir_fd, obj_name(oid).s, 0) < 0 ? errno : 0;
+
+	fd_forget(oid, false);
+	return ret ? err_to_res(ret) : SD_RES_SUCCESS;
 }
 
 static int plain_flush(void)
@@ -578,6 +783,7 @@ static int stale_one(uint64_t oid, void *arg)
 		sd_err("cannot set %016" PRIx64 " aside: %m", oid);
 		return -EIO;
 	}
+	fd_forget(oid, false);
 	(*nr)++;
 	return 0;
 }

@@ -6,7 +6,8 @@
  *
  * Scenarios: qemu, pipeline, bad-opcode, bad-length, short-body, bad-range, bad-name,
  * garbage, unformatted, lock, release; inode-write, create, past-end, empty-answers,
- * discard, partial-create (proto-inode.c). Exit status 0 when every check passed.
+ * discard, partial-create (proto-inode.c); reply-flood (proto-flood.c). Exit status 0
+ * when every check passed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -527,6 +528,7 @@ static const struct {
 	{ "access", scenario_access },
 	{ "snap-map", scenario_snap_map },
 	{ "ns-order", scenario_ns_order },
+	{ "reply-flood", scenario_reply_flood },
 };
 
 static void usage(void)

@@ -104,5 +104,6 @@ int scenario_discard(void);
 int scenario_partial_create(void);
 /* the access scenario (proto-access.c) */
 int scenario_access(void);
+int scenario_reply_flood(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal_proto.h"
 #include "logger.h"
@@ -33,6 +34,7 @@ static int nr_checks, nr_failed;
 
 #define OID_A UINT64_C(0x00abcd0000000001)
 #define OID_B UINT64_C(0x00abcd0000000002)
+#define OID_C UINT64_C(0x00abcd0000000003)
 #define OID_MISSING UINT64_C(0x00abcd00000000ff)
 
 struct seen {
@@ -67,6 +69,96 @@ static bool all_zero(const char *p, size_t n)
 		if (p[i])
 			return false;
 	return true;
+}
+
+/* one aligned durable write of 4 KiB of c at off (plain: O_DIRECT, a cached descriptor) */
+static int write_page(const struct store_driver *d, uint64_t oid, char c, uint64_t off)
+{
+	char *p = aligned_alloc(4096, 4096);
+	int ret;
+
+	if (!p)
+		return SD_RES_NO_MEM;
+	memset(p, c, 4096);
+	ret = d->write(oid, p, 4096, off, true);
+	free(p);
+	return ret;
+}
+
+/* the first byte of oid at off, or -1 when it cannot be read */
+static int byte_at(const struct store_driver *d, uint64_t oid, uint64_t off)
+{
+	char b;
+
+	return d->read(oid, &b, 1, off) == SD_RES_SUCCESS ? (unsigned char)b : -1;
+}
+
+/*
+ * A durable write after the object's file was replaced lands in the object
+ * that is there now, never in the one before (a driver that keeps its
+ * files open must drop them): after a remove and a create, after a
+ * stale_all and a create, after an init on another directory; and for
+ * plain, after its file was unlinked behind the driver's back.
+ */
+static void stale_descriptors(const struct store_driver *d, const char *dir)
+{
+	char other[4096];
+	uint64_t nr;
+
+	CHECK(d->create_and_write(OID_C, 0, "c", 1, 0, true) == SD_RES_SUCCESS, "create C");
+	CHECK(write_page(d, OID_C, '1', 4096) == SD_RES_SUCCESS, "write C");
+	CHECK(write_page(d, OID_C, '2', 4096) == SD_RES_SUCCESS, "write C again");
+	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+	CHECK(write_page(d, OID_C, '3', 4096) == SD_RES_NO_OBJ, "a write of removed C fails");
+	CHECK(d->create_and_write(OID_C, 0, "n", 1, 0, true) == SD_RES_SUCCESS, "create C anew");
+	CHECK(write_page(d, OID_C, '4', 4096) == SD_RES_SUCCESS, "write new C");
+	CHECK(byte_at(d, OID_C, 0) == 'n' && byte_at(d, OID_C, 4096) == '4',
+	      "after a remove and a create the write lands in the new object (%d)",
+	      byte_at(d, OID_C, 4096));
+
+	if (!strcmp(d->name, "plain")) {
+		snprintf(other, sizeof(other), "%s/obj/%016llx", dir, (unsigned long long)OID_C);
+		CHECK(unlink(other) == 0, "unlink %s", other);
+		CHECK(write_page(d, OID_C, '5', 4096) == SD_RES_NO_OBJ,
+		      "a write of an object unlinked behind the driver's back fails");
+		CHECK(!d->exist(OID_C), "unlinked C is gone");
+		CHECK(d->create_and_write(OID_C, 0, "m", 1, 0, true) == SD_RES_SUCCESS,
+		      "create C after the unlink");
+		CHECK(write_page(d, OID_C, '6', 4096) == SD_RES_SUCCESS &&
+			  byte_at(d, OID_C, 4096) == '6',
+		      "the write after the unlink and a create lands in the new object");
+	}
+
+	/* set aside as stale, fetched again: the write goes to the live copy */
+	CHECK(write_page(d, OID_C, '6', 4096) == SD_RES_SUCCESS, "write C before stale_all");
+	CHECK(d->stale_all(&nr) == SD_RES_SUCCESS, "stale_all");
+	CHECK(write_page(d, OID_C, '9', 4096) == SD_RES_NO_OBJ,
+	      "a write of an object set aside as stale fails");
+	CHECK(d->create_and_write(OID_C, 0, "l", 1, 0, true) == SD_RES_SUCCESS, "C live again");
+	CHECK(write_page(d, OID_C, '7', 4096) == SD_RES_SUCCESS, "write live C");
+	CHECK(byte_at(d, OID_C, 4096) == '7', "after stale_all the write lands in the live copy");
+	{
+		char b = 0;
+
+		CHECK(d->read_stale(OID_C, &b, 1, 4096) == SD_RES_SUCCESS && b != '7',
+		      "and not in the stale one");
+	}
+	CHECK(d->purge_stale() == SD_RES_SUCCESS, "purge_stale");
+
+	/* another directory: its own objects */
+	snprintf(other, sizeof(other), "%s/other", dir);
+	CHECK(write_page(d, OID_C, '7', 4096) == SD_RES_SUCCESS, "write C before the init");
+	CHECK(d->init(other) == SD_RES_SUCCESS, "init %s", other);
+	CHECK(write_page(d, OID_C, '9', 4096) == SD_RES_NO_OBJ,
+	      "a write after an init elsewhere does not reach the first directory");
+	CHECK(d->create_and_write(OID_C, 0, "o", 1, 0, true) == SD_RES_SUCCESS, "create C there");
+	CHECK(write_page(d, OID_C, '8', 4096) == SD_RES_SUCCESS, "write C there");
+	CHECK(byte_at(d, OID_C, 4096) == '8', "after an init elsewhere the write lands there");
+	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C there");
+	CHECK(d->init(dir) == SD_RES_SUCCESS, "init %s again", dir);
+	CHECK(byte_at(d, OID_C, 4096) == '7', "the first directory's C kept its bytes (%d)",
+	      byte_at(d, OID_C, 4096));
+	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
 }
 
 static void scenario(const struct store_driver *d, const char *dir)
@@ -219,6 +311,8 @@ static void scenario(const struct store_driver *d, const char *dir)
 	CHECK(d->read(OID_A, buf, 1, 0) == SD_RES_SUCCESS && buf[0] == 'L',
 	      "purge leaves live copies");
 	CHECK(d->remove(OID_A) == SD_RES_SUCCESS && !d->exist(OID_A), "remove");
+
+	stale_descriptors(d, dir);
 }
 
 /* a driver that lacks a callback the core calls: refused */
