@@ -18,6 +18,9 @@
  * requests wait, peers on the new epoch are refused), and from the main
  * loop it leaves the driver and joins it again as a new member: a new
  * epoch, its objects set aside as stale and recovered like any joiner's.
+ * If it comes back alone (every other node is gone), it is the cluster,
+ * as a node that restarts alone is: the requests that waited since the
+ * eviction are served then (news.serving).
  * Membership news goes up through the callbacks that main registered
  * (group_set_news), and so do the cluster's ordered messages
  * (group_set_deliver): this file calls nothing above it.
@@ -375,6 +378,12 @@ static void news_epoch_changed(void)
 		news.epoch_changed();
 }
 
+static void news_serving(void)
+{
+	if (news.serving)
+		news.serving();
+}
+
 static void news_node_left(const struct sd_node *left)
 {
 	if (news.node_left)
@@ -402,11 +411,26 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 
 	if (!check_quorum())
 		return;
-	/* back after an eviction, and alone: nobody to learn from */
+	/*
+	 * Back after an eviction, and alone: nobody to learn from. It is the
+	 * cluster now, as a node that restarts alone is (a new epoch of one),
+	 * so what waited since the eviction is served by the same rules as
+	 * what comes next (a write that needs more nodes than there are fails
+	 * with SD_RES_HALT); left waiting, it would wait for a join that
+	 * never comes.
+	 */
 	if (is_self && nr == 1) {
+		bool was_joining;
+
 		sd_mutex_lock(&cs_lock);
+		was_joining = cs.joining;
 		cs.joining = false;
 		sd_mutex_unlock(&cs_lock);
+		if (update_members(members, nr))
+			news_epoch_changed();
+		if (was_joining)
+			news_serving();
+		return;
 	}
 	/* joining a cluster that runs: learn its state before serving */
 	if (is_self && nr > 1) {

@@ -771,11 +771,37 @@ static void peer_name(int fd, char *buf, size_t len)
 	snprintf(buf, len, "%s:%d", host, port);
 }
 
+/*
+ * A new connection on fd (non-blocking, accepted): its state, polled, and
+ * greeted (the handshake begins). NULL when it cannot be set up (fd is
+ * left to the caller). The fuzz harness sets its connections up here too.
+ */
+static struct nbd_conn *conn_init(int fd)
+{
+	struct nbd_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->fd = fd;
+	c->refcnt = 1;
+	c->events = EPOLLIN;
+	c->mem_waiter.resume = conn_mem_resume;
+	INIT_LIST_HEAD(&c->tx_queue);
+	peer_name(fd, c->peer, sizeof(c->peer));
+	if (ev_add(fd, EPOLLIN, conn_handler, c)) {
+		free(c);
+		return NULL;
+	}
+	sd_debug("nbd %s: new connection", c->peer);
+	nbd_start_rx_header(c, NBD_ST_FLAGS);
+	greet(c);
+	return c;
+}
+
 static void listen_handler(int listen_fd, uint32_t events, void *data)
 {
 	for (;;) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct nbd_conn *c;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -787,25 +813,8 @@ static void listen_handler(int listen_fd, uint32_t events, void *data)
 			continue;
 		}
 		sd_set_nodelay(fd);
-		c = calloc(1, sizeof(*c));
-		if (!c) {
+		if (!conn_init(fd))
 			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->refcnt = 1;
-		c->events = EPOLLIN;
-		c->mem_waiter.resume = conn_mem_resume;
-		INIT_LIST_HEAD(&c->tx_queue);
-		peer_name(fd, c->peer, sizeof(c->peer));
-		if (ev_add(fd, EPOLLIN, conn_handler, c)) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		sd_debug("nbd %s: new connection", c->peer);
-		nbd_start_rx_header(c, NBD_ST_FLAGS);
-		greet(c);
 	}
 }
 

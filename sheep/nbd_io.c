@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "nbd.h"
 #include "proto_util.h"
@@ -322,6 +323,33 @@ static int do_write(struct nbd_io *io, const void *zeros)
 	return SD_RES_SUCCESS;
 }
 
+static const void *zero_obj;
+static pthread_once_t zero_obj_once = PTHREAD_ONCE_INIT;
+
+static void map_zero_obj(void)
+{
+	void *p = mmap(NULL, UINT32_C(1) << SD_MAX_BLOCK_SIZE_SHIFT, PROT_READ,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		sd_err("nbd: cannot map the object of zeros: %m");
+	else
+		zero_obj = p;
+}
+
+/*
+ * The zeros that WRITE_ZEROES writes: one read-only mapping of the largest
+ * object, shared by every worker and never written, so that it reads as
+ * the kernel's zero page and costs no memory. (A buffer per request was
+ * payload outside the --max-inflight-bytes bound: an object's worth per
+ * worker.) NULL when it cannot be mapped.
+ */
+static const void *zeros_of_obj(void)
+{
+	pthread_once(&zero_obj_once, map_zero_obj);
+	return zero_obj;
+}
+
 /*
  * TRIM releases the whole objects of the range and leaves the edges alone
  * (a trim is advice). WRITE_ZEROES releases whole objects too unless
@@ -333,7 +361,7 @@ static int do_trim_or_zero(struct nbd_io *io)
 	bool zero = io->type == NBD_CMD_WRITE_ZEROES;
 	bool punch = !(zero && (io->flags & NBD_CMD_FLAG_NO_HOLE));
 	bool sync = io->flags & NBD_CMD_FLAG_FUA;
-	void *zeros = NULL;
+	const void *zeros = NULL;
 	uint64_t done;
 	uint32_t idx, off, len, vid;
 	int ret = SD_RES_SUCCESS;
@@ -343,7 +371,7 @@ static int do_trim_or_zero(struct nbd_io *io)
 			ret = release_piece(e, idx, sync);
 		} else if (zero) {
 			if (!zeros)
-				zeros = calloc(1, obj_size(e));
+				zeros = zeros_of_obj();
 			if (!zeros)
 				return SD_RES_NO_MEM;
 			/* an unallocated object reads as zeros already */
@@ -354,7 +382,6 @@ static int do_trim_or_zero(struct nbd_io *io)
 		if (ret != SD_RES_SUCCESS)
 			break;
 	}
-	free(zeros);
 	return ret;
 }
 

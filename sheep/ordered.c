@@ -155,7 +155,13 @@ static struct request *take_pending(uint64_t token)
 	return NULL;
 }
 
-/* a copy of another node's request, to apply here */
+/*
+ * A copy of another node's request, to apply here. A handler may use
+ * req->data up to rq.data_length bytes, as for a client's request; the
+ * copy holds only the payload the message carried (none for a lookup,
+ * whose data_length sized the sender's reply buffer), so its data_length
+ * says that, and its buffer is never NULL, even for 0 bytes.
+ */
 static struct request *remote_request(const struct ordered_msg *msg)
 {
 	struct request *req = calloc(1, sizeof(*req));
@@ -163,16 +169,15 @@ static struct request *remote_request(const struct ordered_msg *msg)
 	if (!req)
 		return NULL;
 	req->rq = msg->rq;
+	req->rq.data_length = msg->data_length;
 	req->remote = true;
-	if (msg->data_length) {
-		req->data = malloc(msg->data_length);
-		if (!req->data) {
-			free(req);
-			return NULL;
-		}
-		memcpy(req->data, msg->data, msg->data_length);
-		req->data_cap = msg->data_length;
+	req->data = malloc(msg->data_length ? msg->data_length : 1);
+	if (!req->data) {
+		free(req);
+		return NULL;
 	}
+	memcpy(req->data, msg->data, msg->data_length);
+	req->data_cap = msg->data_length;
 	return req;
 }
 

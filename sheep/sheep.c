@@ -522,7 +522,8 @@ int main(int argc, char **argv)
 	/* news that travels up: the lower layer calls what the upper one registered */
 	group_set_news(&(struct group_news){ .joined = recovery_join,
 					     .epoch_changed = recovery_kick,
-					     .node_left = peer_abort_node });
+					     .node_left = peer_abort_node,
+					     .serving = request_join_done });
 	group_set_deliver(ordered_deliver);
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);

@@ -184,6 +184,12 @@ struct group_news {
 	void (*epoch_changed)(void);
 	/* a member left (died, or evicted): before the epoch change */
 	void (*node_left)(const struct sd_node_id *nid);
+	/*
+	 * This node, evicted, came back alone: it serves again with no join
+	 * to learn from (joined is not called), after the epoch change; what
+	 * waited for the join goes on.
+	 */
+	void (*serving)(void);
 };
 void group_set_news(const struct group_news *n);
 /*

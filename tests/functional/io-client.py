@@ -4,8 +4,9 @@
 usage: io-client.py PROTO PORT TARGET MODE CMD COUNT SIZE [SHEEP_PID]
 
 PROTO is sheep (TARGET: the VDI's id, in hex) or nbd (TARGET: the export).
-CMD is read or write; request i is SIZE bytes at offset i * SIZE within the
-first 64 MiB (writes carry the byte 0x5a). MODE:
+CMD is read, write or (nbd only) zero; request i is SIZE bytes at offset
+i * SIZE within the first 64 MiB (writes carry the byte 0x5a; zero is a
+WRITE_ZEROES with NO_HOLE, which carries no payload). MODE:
   pipeline   a sender and a reader thread: COUNT requests in flight at once
              as the socket allows; prints the replies and their errors
   noread     sends COUNT requests and reads no reply until the daemon stops
@@ -80,7 +81,12 @@ class Nbd:
                 raise RuntimeError("GO refused: %s" % payload.decode(errors="replace"))
         self.s = s
 
+    zero = False
+
     def request(self, i, write, off, size, data):
+        if self.zero:
+            # WRITE_ZEROES (6) with NO_HOLE (1 << 1): zeros are written, no payload
+            return struct.pack(">IHHQQI", NBD_REQMAGIC, 2, 6, i, off, size)
         return struct.pack(">IHHQQI", NBD_REQMAGIC, 0, 1 if write else 0, i, off, size) + \
             (data if write else b"")
 
@@ -104,10 +110,11 @@ def main():
     proto, port, target, mode, cmd, count, size = sys.argv[1:8]
     port, count, size = int(port), int(count), int(size)
     pid = int(sys.argv[8]) if len(sys.argv) > 8 else 0
-    write = cmd == "write"
+    write = cmd in ("write", "zero")
     conn = (Sheep if proto == "sheep" else Nbd)(port, target)
+    conn.zero = cmd == "zero"
     s = conn.s
-    data = b"\x5a" * size if write else b""
+    data = b"\x5a" * size if cmd == "write" else b""
     reqs = [conn.request(i, write, i * size % SPAN, size, data) for i in range(count)] \
         if size <= (1 << 20) or not write else None
     sent = [0]

@@ -7,7 +7,9 @@
  * The namespace: alpha (16 MiB) with one snapshot (alpha@1, read-only) and
  * beta (8 MiB), in the single-node formatted cluster of sheep_env.c. Works
  * run at once on the caller's thread there, so every reply is queued in
- * the order of the requests.
+ * the order of the requests. The connection is set up by nbd.c's own
+ * conn_init, and the payload bound is small (FUZZ_NBD_PAYLOAD_MAX), so that
+ * a request waiting for memory and its resumption are exercised too.
  */
 #ifndef FUZZ_NBD_H
 #define FUZZ_NBD_H
@@ -19,6 +21,8 @@
 #include "fuzz_vdi.h"
 
 #define FUZZ_NBD_ALPHA_SIZE (16U << 20)
+/* the harness's --max-inflight-bytes */
+#define FUZZ_NBD_PAYLOAD_MAX (1U << 20)
 
 static bool nbd_verbose;
 
@@ -54,6 +58,8 @@ static void fuzz_nbd_init(void)
 	fuzz_sheep_setup(true);
 	nbd_wq = wq_create("nbd", 1);
 	FUZZ_ASSERT(nbd_wq);
+	/* small, so that two reads of 1 MiB in flight make the second wait */
+	payload_set_max(FUZZ_NBD_PAYLOAD_MAX);
 }
 
 /*
@@ -63,27 +69,21 @@ static void fuzz_nbd_init(void)
  */
 static uint8_t *fuzz_nbd_run(const uint8_t *in, size_t size, size_t *out_len)
 {
-	struct nbd_conn *c = calloc(1, sizeof(*c));
+	struct nbd_conn *c;
 	size_t off = 0, len = 0, cap = 1 << 16;
 	uint8_t *out = malloc(cap);
 	bool shut = false;
 	int sv[2], unread;
 
-	FUZZ_ASSERT(c && out);
+	FUZZ_ASSERT(out);
 	FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
 	fuzz_nbd_new_vdi("alpha", FUZZ_NBD_ALPHA_SIZE, 0);
 	fuzz_nbd_new_vdi("alpha", FUZZ_NBD_ALPHA_SIZE, 1); /* alpha@1 is the old one */
 	fuzz_nbd_new_vdi("beta", 8U << 20, 0);
 
-	/* what listen_handler does for a connection from 127.0.0.1 */
-	c->fd = sv[0];
-	c->refcnt = 1;
-	c->events = EPOLLIN;
-	INIT_LIST_HEAD(&c->tx_queue);
-	snprintf(c->peer, sizeof(c->peer), "127.0.0.1:10000");
-	FUZZ_ASSERT(ev_add(sv[0], EPOLLIN, conn_handler, c) == 0);
-	nbd_start_rx_header(c, NBD_ST_FLAGS);
-	greet(c);
+	/* what listen_handler does for a connection it accepted */
+	c = conn_init(sv[0]);
+	FUZZ_ASSERT(c);
 	c->refcnt++; /* ours: c stays readable after it closes */
 
 	for (int rounds = 0; rounds < 100000; rounds++) {
@@ -101,6 +101,10 @@ static uint8_t *fuzz_nbd_run(const uint8_t *in, size_t size, size_t *out_len)
 			shutdown(sv[1], SHUT_WR);
 			shut = true;
 		}
+		/* what the event loop does once payload was freed: a waiter
+		 * whose payload still does not fit stays waiting */
+		if (c->mem_wait)
+			payload_resume();
 		/* what epoll would report: only what the connection asked for */
 		ev = c->events & (EPOLLIN | EPOLLOUT);
 		if (!c->dead && ev)
