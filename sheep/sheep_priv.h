@@ -19,6 +19,8 @@ struct client_info;
 
 /* one request from the time its header arrives until its reply is sent */
 struct request {
+	/* first: new_request clears what follows, not this (it outlives reuse) */
+	struct stat_track stat_track;
 	struct sd_req rq;
 	struct sd_rsp rp;
 	void *data;	    /* payload in (writes) and out (reads) */

@@ -197,11 +197,38 @@ extern uint64_t stat_us_mult;
 
 /* one request's part of the bookkeeping, embedded in struct request */
 struct stat_req {
-	struct list_node node;	 /* in the in-flight list while active */
 	uint64_t begin;		 /* stat_clock() */
 	struct stat_counters *c; /* its op's counters in the main slot; NULL: not active */
 	bool hung;		 /* its hang was reported */
 };
+
+/*
+ * The hang check's view of the requests (main thread): every struct that
+ * can hold a counted request is on one list from its allocation to its
+ * free, in flight or not (request.c keeps freed requests in a cache and
+ * reuses them), so beginning and ending a request link nothing; the check
+ * walks them all and looks at the active ones. Its node must survive the
+ * request's reuse: request.c keeps it out of the struct it clears.
+ */
+struct stat_track {
+	struct list_node node;
+	struct stat_req *sr;
+};
+#ifdef STAT_ENABLED
+void stat_req_track(struct stat_track *t, struct stat_req *sr);
+void stat_req_untrack(struct stat_track *t);
+#else
+static inline void stat_req_track(struct stat_track *t, struct stat_req *sr)
+{
+	(void)t;
+	(void)sr;
+}
+
+static inline void stat_req_untrack(struct stat_track *t)
+{
+	(void)t;
+}
+#endif
 
 /* report a request in flight past the threshold (main thread, once per request) */
 typedef void (*stat_hang_fn)(struct stat_req *sr, uint64_t age_ns);
@@ -326,15 +353,16 @@ static inline void stat_op_end(int idx, uint64_t begin, uint64_t now, uint64_t b
  * their slot (stat_snapshot runs there): a static slot, no sequence count.
  */
 extern struct stat_slot stat_main_slot;
-extern struct list_head stat_inflight;
+
+/* by opcode, its counters in the main slot: one load on the hot path */
+extern struct stat_counters *stat_main_ops[256];
 
 STAT_INLINE void stat_req_begin(struct stat_req *sr, uint8_t opcode, uint64_t now)
 {
-	struct stat_counters *c = &stat_main_slot.op[stat_idx_of[opcode]];
+	struct stat_counters *c = stat_main_ops[opcode];
 
 	sr->begin = now;
 	sr->c = c;
-	list_add_tail(&sr->node, &stat_inflight);
 	stat_busy_enter(&c->b, now);
 	stat_busy_enter(&stat_main_slot.all, now);
 }
@@ -352,44 +380,63 @@ STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t by
 	if (!c)
 		return 0;
 	sr->c = NULL;
-	/* out of the list; the node is not used again until the next begin */
-	sr->node.next->prev = sr->node.prev;
-	sr->node.prev->next = sr->node.next;
 	return stat_count_end(&stat_main_slot.all, c, sr->begin, now, bytes, error);
 }
 
 /*
  * A client object request of vid ended (main thread, which is also the
  * only reader: plain adds): a direct-mapped table, so the busiest VDIs
- * keep their entries; a VDI that finds its entry taken counts in the
- * overflow entry (vid 0). Exact counts, one entry per request.
+ * keep their entries (an entry is never given back); a VDI that finds its
+ * entry taken counts in the overflow entry (vid 0). Exact counts, one
+ * entry per request. A connection caches the entry of the VDI it served
+ * last (a QEMU connection serves one VDI): the hot path compares the vid
+ * and adds; stat_vdi_lookup() fills the cache when the vid changes.
  */
 #define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
-struct stat_vdi_table {
-	/* by entry, the last one the overflow: arrays, so an entry is an index */
-	uint64_t vid[STAT_VDI_SLOTS + 1];
-	uint64_t nr[STAT_VDI_SLOTS + 1];
-	uint64_t nr_writes[STAT_VDI_SLOTS + 1];
-	uint64_t bytes[STAT_VDI_SLOTS + 1];
-	uint64_t await[STAT_VDI_SLOTS + 1];
+struct stat_vdi_entry {
+	uint64_t nr[2]; /* reads, writes */
+	uint64_t bytes;
+	uint64_t await;
+	uint64_t vid;
 };
-extern struct stat_vdi_table stat_vdis;
+/* by slot, the last one the overflow */
+extern struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
 
-/* is_write: 0 or 1 */
-STAT_INLINE void stat_vdi_count(uint32_t vid, uint64_t is_write, uint64_t bytes, uint64_t await)
+/*
+ * Per connection; stat_vdi_cache_init() before its first count. Its key is
+ * an oid's upper half, the vid of a data object; an inode object's has
+ * VDI_BIT too, a miss that stat_vdi_count_miss() masks to the same entry.
+ */
+struct stat_vdi_cache {
+	uint32_t key;
+	struct stat_vdi_entry *e;
+};
+
+/* an empty cache: its entry is the overflow one, whose vid 0 is no VDI's */
+static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 {
-	unsigned int i = vid & (STAT_VDI_SLOTS - 1);
+	vc->key = 0;
+	vc->e = &stat_vdis[STAT_VDI_SLOTS];
+}
 
-	if (unlikely(stat_vdis.vid[i] != vid)) {
-		if (!stat_vdis.vid[i])
-			stat_vdis.vid[i] = vid;
-		else
-			i = STAT_VDI_SLOTS;
+/* the count of a key not in the cache: its entry into the cache, and the adds */
+void stat_vdi_count_miss(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
+			 uint64_t bytes, uint64_t await);
+
+/* key: the oid's upper 32 bits (oid >> 32); is_write: 0 or 1 */
+STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
+				uint64_t bytes, uint64_t await)
+{
+	struct stat_vdi_entry *e = vc->e;
+
+	/* a call that returns nothing: no register of the caller's has to live across it */
+	if (unlikely(vc->key != key)) {
+		stat_vdi_count_miss(vc, key, is_write, bytes, await);
+		return;
 	}
-	stat_vdis.nr[i]++;
-	stat_vdis.nr_writes[i] += is_write;
-	stat_vdis.bytes[i] += bytes;
-	stat_vdis.await[i] += await;
+	e->nr[is_write]++;
+	e->bytes += bytes;
+	e->await += await;
 }
 
 /* report each request in flight past the threshold, once; returns how many are now */
