@@ -495,8 +495,9 @@ static void dispatch(struct request *req)
 		return finish_with(req, SD_RES_SHUTDOWN);
 	if (!access_ok(req))
 		return;
-	/* after a stall (SIGSTOP): learn of an eviction before serving (heartbeat) */
-	group_catch_up();
+	/* after a stall (SIGSTOP): learn of an eviction before serving (heartbeat); a
+	   parked request's start is old, its waking loop checks with a fresh clock */
+	group_catch_up(req->start);
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {
@@ -553,6 +554,7 @@ void request_join_done(void)
 	list_splice_tail_init(&join_waiters, &waiters);
 	list_for_each_entry_safe(req, next, &waiters, node) {
 		list_del(&req->node);
+		group_catch_up(stat_clock());
 		dispatch(req);
 	}
 }
@@ -567,6 +569,7 @@ static void access_retry(int fd, uint32_t events, void *data)
 	list_splice_tail_init(&access_waiters, &waiters);
 	list_for_each_entry_safe(req, next, &waiters, node) {
 		list_del(&req->node);
+		group_catch_up(stat_clock());
 		dispatch(req);
 	}
 }

@@ -223,8 +223,9 @@ int group_write_file(const char *name, const void *buf, size_t len);
  * tick has not run for a while (this process was stopped), deliver what it
  * has pending first, so that a node evicted meanwhile knows it (and is
  * joining again, group_is_joining) before it serves from a stale view.
+ * now: a stat_clock() read just before (a fresh request's start).
  */
-void group_catch_up(void);
+void group_catch_up(uint64_t now);
 /* main thread: a cluster shutdown was delivered; no epoch is counted any more */
 void group_cluster_stopping(void);
 /* broadcast msg through the cluster driver: 0 or -errno */
