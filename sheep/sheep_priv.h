@@ -31,8 +31,10 @@ struct request {
 	struct client_info *ci;
 	struct work work;
 	struct list_node node; /* in the client's reply queue, or ordered.c's pending list */
-	uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
-	struct stat_req stat; /* in flight for the statistics (stat.c) */
+	union {
+		uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
+		struct stat_req stat; /* in flight for the statistics (stat.c): begin is start */
+	};
 	/* ordered ops (ordered.c) */
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
 	int nr_members;	 /* cluster size when the op was delivered */
@@ -41,6 +43,8 @@ struct request {
 	/* set for a request the daemon made itself (NBD's locks): called instead of a reply */
 	void (*done)(struct request *req);
 };
+_Static_assert(offsetof(struct request, start) == offsetof(struct request, stat.begin),
+	       "a request's start is its statistics' begin");
 
 enum op_type {
 	OP_MAIN,    /* runs on the main thread: cheap, never blocks */

@@ -49,7 +49,7 @@ static struct {
 
 __thread struct stat_slot *stat_my_slot;
 struct stat_slot stat_main_slot;
-uint64_t stat_us_mult = (UINT64_C(1) << 32) / 1000 + 1;
+uint64_t stat_us_mult = UINT64_MAX / 1000 + 1; /* ticks are ns */
 uint8_t stat_idx_of[256];
 struct stat_counters *stat_main_ops[256] = { [0 ... 255] = &stat_main_slot.op[STAT_IDX_INVALID] };
 static LIST_HEAD(tracked); /* every stat_track (main thread) */
@@ -77,8 +77,11 @@ struct stat_slot *stat_slot_new(void)
 void stat_clock_set_scale(uint64_t ns_per_tick_32)
 {
 	st.tick_mult = ns_per_tick_32 ? ns_per_tick_32 : 1;
-	/* rounded up: a bucket edge never reads as the bucket below */
-	stat_us_mult = st.tick_mult / 1000 + 1;
+	/* rounded up: a bucket edge never reads as the bucket below; at most 1 us a tick */
+	if (st.tick_mult < UINT64_C(1000) << 32)
+		stat_us_mult = (uint64_t)(((unsigned __int128)st.tick_mult << 32) / 1000) + 1;
+	else
+		stat_us_mult = UINT64_MAX;
 	st.threshold = st.threshold_ns ? max_t(uint64_t, stat_clock_ticks(st.threshold_ns), 1) : 0;
 }
 

@@ -192,12 +192,16 @@ struct stat_slot {
 extern __thread struct stat_slot *stat_my_slot;
 /* the calling thread's slot, made at its first count (NULL if none is left) */
 struct stat_slot *stat_slot_new(void);
-/* microseconds per tick << 32, rounded up: bucket from ticks in a multiply */
+/*
+ * Microseconds per tick << 64, rounded up: a latency's microseconds are the
+ * upper half of one multiply (a tick is below a microsecond on every clock
+ * sheep uses: the TSC, nanoseconds).
+ */
 extern uint64_t stat_us_mult;
 
 /* one request's part of the bookkeeping, embedded in struct request */
 struct stat_req {
-	uint64_t begin;		 /* stat_clock() */
+	uint64_t begin;		 /* stat_clock(); first: struct request's start shares it */
 	struct stat_counters *c; /* its op's counters in the main slot; NULL: not active */
 	bool hung;		 /* its hang was reported */
 };
@@ -254,7 +258,7 @@ static inline int stat_op_idx(uint8_t opcode)
 /* the histogram slot of a latency in ticks: log2 of microseconds, 0 for 0-1 us */
 STAT_INLINE unsigned int stat_hist_slot(uint64_t ticks)
 {
-	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 32);
+	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 64);
 
 	return 63 - (unsigned int)__builtin_clzll(us | 1);
 }
@@ -420,8 +424,8 @@ static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 }
 
 /* the count of a key not in the cache: its entry into the cache, and the adds */
-void stat_vdi_count_miss(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
-			 uint64_t bytes, uint64_t await);
+__attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, uint32_t key,
+					       uint64_t is_write, uint64_t bytes, uint64_t await);
 
 /* key: the oid's upper 32 bits (oid >> 32); is_write: 0 or 1 */
 STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
