@@ -354,7 +354,7 @@ static inline __attribute__((always_inline)) void request_count(struct request *
 	bytes = out + (wr ? req->rq.data_length : 0);
 	await = stat_req_end(&req->stat, now, bytes, result != SD_RES_SUCCESS);
 	if (likely(result == SD_RES_SUCCESS) && req->rq.opcode <= SD_OP_WRITE_OBJ)
-		stat_vdi_count(&ci->stat_vdi, (uint32_t)(req->rq.obj.oid >> 32), wr, bytes, await);
+		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, wr, bytes, await);
 }
 
 /* one not answered on a connection (the daemon's own, or its client is gone) */

@@ -260,10 +260,10 @@ void stat_req_untrack(struct stat_track *t)
 }
 #endif
 
-void stat_vdi_count_miss(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
+void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
 			 uint64_t bytes, uint64_t await)
 {
-	uint32_t vid = key & (SD_NR_VDIS - 1); /* oid_to_vid() of the oid */
+	uint32_t key = (uint32_t)(*oid >> 32), vid = oid_to_vid(*oid);
 	struct stat_vdi_entry *e = &stat_vdis[vid & (STAT_VDI_SLOTS - 1)];
 
 	/* vid 0 marks a free entry: no VDI has it, its requests are the overflow's */

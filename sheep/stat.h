@@ -423,19 +423,19 @@ static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 	vc->e = &stat_vdis[STAT_VDI_SLOTS];
 }
 
-/* the count of a key not in the cache: its entry into the cache, and the adds */
-__attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, uint32_t key,
+/* the count of an oid whose key is not in the cache: its entry into the cache, and the adds */
+__attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid,
 					       uint64_t is_write, uint64_t bytes, uint64_t await);
 
-/* key: the oid's upper 32 bits (oid >> 32); is_write: 0 or 1 */
-STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, uint32_t key, uint64_t is_write,
+/* of the object *oid (its key: the upper 32 bits); is_write: 0 or 1 */
+STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
 				uint64_t bytes, uint64_t await)
 {
 	struct stat_vdi_entry *e = vc->e;
 
 	/* a call that returns nothing: no register of the caller's has to live across it */
-	if (unlikely(vc->key != key)) {
-		stat_vdi_count_miss(vc, key, is_write, bytes, await);
+	if (unlikely(vc->key != (uint32_t)(*oid >> 32))) {
+		stat_vdi_count_miss(vc, oid, is_write, bytes, await);
 		return;
 	}
 	e->nr[is_write]++;

@@ -325,6 +325,12 @@ START_TEST(test_hangs_off)
 }
 END_TEST
 
+/* a count of the object oid */
+static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, uint64_t w, uint64_t b, uint64_t a)
+{
+	stat_vdi_count(vc, &oid, w, b, a);
+}
+
 START_TEST(test_vdis)
 {
 	struct sd_stat_vdi v[SD_STAT_MAX_VDIS];
@@ -336,23 +342,23 @@ START_TEST(test_vdis)
 	stat_vdi_cache_init(&c1);
 	stat_vdi_cache_init(&c2);
 	stat_vdi_cache_init(&c3);
-	stat_vdi_count(&c1, 0x10, true, 4096, 100);
-	stat_vdi_count(&c1, 0x10, false, 512, 50);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), true, 4096, 100);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 512, 50);
 	/* its inode object: the key has VDI_BIT, the entry is the VDI's */
-	stat_vdi_count(&c1, (uint32_t)(vid_to_vdi_oid(0x10) >> 32), false, 512, 50);
-	stat_vdi_count(&c1, 0x10, false, 0, 0);
+	vdi_count(&c1, vid_to_vdi_oid(0x10), false, 512, 50);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 0, 0);
 	/* a connection that changes VDI: its cache follows */
-	stat_vdi_count(&c3, 0x10, false, 256, 25);
-	stat_vdi_count(&c3, 0x11, true, 1, 1);
-	stat_vdi_count(&c3, 0x10, false, 256, 25);
-	stat_vdi_count(&c3, 0x11, false, 1, 1);
+	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
+	vdi_count(&c3, vid_to_data_oid(0x11, 0), true, 1, 1);
+	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
+	vdi_count(&c3, vid_to_data_oid(0x11, 0), false, 1, 1);
 	/* 37 more: 0x110 and 0x120-0x124 find their entries taken */
 	for (uint32_t vid = 0x100; vid < 0x100 + 37; vid++)
-		stat_vdi_count(&c2, vid, true, 1, 1);
+		vdi_count(&c2, vid_to_data_oid(vid, 0), true, 1, 1);
 	/* vid 0 is no VDI's: the overflow entry, cached or not */
-	stat_vdi_count(&c2, 0, true, 1, 1);
+	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
 	stat_vdi_cache_init(&c2);
-	stat_vdi_count(&c2, 0, true, 1, 1);
+	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
 	n = stat_read_vdis(v, SD_STAT_MAX_VDIS);
 	ck_assert_int_eq(n, STAT_VDI_SLOTS + 1);
 	for (int i = 0; i < n; i++) {
@@ -391,7 +397,7 @@ START_TEST(test_snapshot)
 
 	stat_req_begin(&a, 0x02, stat_clock());
 	stat_vdi_cache_init(&vc);
-	stat_vdi_count(&vc, 0x42, false, 1, 1);
+	vdi_count(&vc, vid_to_data_oid(0x42, 0), false, 1, 1);
 	len = stat_snapshot(buf, sizeof(buf), stat_clock());
 	ck_assert_int_eq(
 	    len, (int)(sizeof(*h) + 5 * sizeof(struct sd_stat_op) + sizeof(struct sd_stat_vdi)));
