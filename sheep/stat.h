@@ -10,25 +10,34 @@
  *
  * 1. Requests of the main thread (stat_req_*, all of sheep's): a static
  *    slot that only the main thread writes and reads (stat_snapshot runs
- *    there), a list of them in start order that the hang check walks from
- *    its oldest end, and a small per-VDI table of client object I/O.
+ *    there), the hang check's list of every request struct (linked when
+ *    the struct is allocated, not per request: the check walks them all
+ *    and looks at the active ones), and a small per-VDI table of client
+ *    object I/O whose entry each connection caches.
  * 2. Any other thread (stat_op_*): its own slot, written inside a sequence
  *    count; a reader copies each slot under its count and merges. A
  *    request begins and ends on the same thread; merged busy time is the
  *    largest of the slots'.
  *
  * The hot path is inline here, no lock, no atomic read-modify-write, no
- * call, one more clock read (at a request's end). Its instructions per
- * request (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly;
- * tests/bench/stat-overhead measures the whole against a --disable-stats
- * build and finds ~89, the rest being register moves around the hooks):
- *   begin: skip STAT_READ 3, counters' address 3 + 2 stores, busy 3 + 3;
- *   end: active check 4, clock 3, success and bytes from the reply 11,
- *   await 4, busy 3 + 3, histogram 5, sums 2;
- *   the hang check's in-flight list 7 + 4; the VDI table 17 (op check 4,
- *   entry and owner 8, sums 5); the work queue counts 3 (on workers).
- * ~80 in all, ~1.5% of a request's ~5550: the counters and busy times
- * alone are ~49 (0.99), the hang list, VDI table and queue counts the rest.
+ * call, one more clock read (at a request's end; its begin is the
+ * request's start, which both builds read). Its instructions per request
+ * (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly; callgrind
+ * agrees function by function against a --disable-stats build):
+ *   begin (client_rx): skip STAT_READ 2, the op's counters 1 + a store 1,
+ *   busy 2 + 2;
+ *   end (request_done): active check 3, clock 3, a write's payload 4,
+ *   await 4, not active any more 1, busy 2 + 2, histogram 6, sums 2,
+ *   the error test 2, a reload 1; the VDI table 10 (op check 2, the
+ *   connection's key and entry 5, sums 3);
+ *   the work queue counts 4 (on workers: taken, done, the worker's tid).
+ * ~55 in all: tests/bench/stat-overhead finds 56-64 (the rest is which
+ * thread waits for a lock, which varies from run to run), 1.1-1.2% of a
+ * 4 KiB read's ~5140 (0.988) and ~1.0% of a write's ~5450 (0.990).
+ * The counters and busy times alone are ~41 (0.992 for a read), the VDI
+ * table and the queue counts the rest; the hang check costs nothing per
+ * request (from 11) and the stall check before a request shares the
+ * start's clock in both builds (group_catch_up, from ~40 to ~5).
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
