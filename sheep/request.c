@@ -62,7 +62,8 @@ struct client_info {
 	struct list_node link; /* in the list of every connection */
 	uint64_t rx_start;     /* tick when the request being read began */
 	uint64_t last_active;  /* tick of the last byte read or reply sent */
-	struct stat_vdi_cache stat_vdi; /* the statistics' entry of the VDI served last */
+	/* the statistics' entry of the VDI served last */
+	struct stat_vdi_cache stat_vdi;
 };
 
 /*
@@ -344,9 +345,8 @@ _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_W
  * The request's statistics, one clock read at its end. out: the reply's
  * payload as sent (0 for an error); the payload in is a write's.
  */
-static inline __attribute__((always_inline)) void request_count(struct request *req,
-								  struct client_info *ci, int result,
-								  uint32_t out)
+static inline __attribute__((always_inline)) void
+request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
 {
 	uint64_t now = stat_clock(), await, bytes;
 	uint64_t wr = (req->rq.flags & SD_FLAG_CMD_WRITE) ? 1 : 0;
