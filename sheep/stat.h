@@ -31,13 +31,14 @@
  *   the error test 2, a reload 1; the VDI table 10 (op check 2, the
  *   connection's key and entry 5, sums 3);
  *   the work queue counts 4 (on workers: taken, done, the worker's tid).
- * ~55 in all: tests/bench/stat-overhead finds 56-64 (the rest is which
- * thread waits for a lock, which varies from run to run), 1.1-1.2% of a
- * 4 KiB read's ~5140 (0.988) and ~1.0% of a write's ~5450 (0.990).
- * The counters and busy times alone are ~41 (0.992 for a read), the VDI
- * table and the queue counts the rest; the hang check costs nothing per
- * request (from 11) and the stall check before a request shares the
- * start's clock in both builds (group_catch_up, from ~40 to ~5).
+ * ~55 in all. tests/bench/stat-overhead, against a --disable-stats build,
+ * finds 44-60 (which thread waits for a lock varies from run to run): of a
+ * 4 KiB read's ~3,030 instructions 0.986, of a write's ~3,340 0.983, short
+ * of the 0.99 target (~30). The counters and busy times alone are ~41
+ * (0.987), the VDI table and the queue counts the rest: no part fits in 30
+ * without dropping a counter. The hang check costs nothing per request
+ * (from 11), and the stall check before a request reads no clock of its
+ * own any more, in both builds (group_catch_up, from ~40 to ~5).
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
