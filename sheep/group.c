@@ -518,9 +518,9 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 		news_epoch_changed();
 }
 
-void group_catch_up(void)
+void group_catch_up(uint64_t now)
 {
-	cdrv_catch_up();
+	cdrv_catch_up(now);
 }
 
 void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)

@@ -74,6 +74,8 @@ struct client_info {
 	struct list_node link; /* in the list of every connection */
 	uint64_t rx_start;     /* tick when the request being read began */
 	uint64_t last_active;  /* tick of the last byte read or reply sent */
+	/* the statistics' entry of the VDI served last */
+	struct stat_vdi_cache stat_vdi;
 };
 
 /*
@@ -213,7 +215,11 @@ static struct request *req_get(void)
 	if (nr_req_cache)
 		return req_cache[--nr_req_cache];
 #endif
-	return malloc(sizeof(struct request));
+	struct request *req = malloc(sizeof(struct request));
+
+	if (req)
+		stat_req_track(&req->stat_track, &req->stat);
+	return req;
 }
 
 static void req_put(struct request *req)
@@ -224,6 +230,7 @@ static void req_put(struct request *req)
 		return;
 	}
 #endif
+	stat_req_untrack(&req->stat_track);
 	free(req);
 }
 
@@ -374,24 +381,35 @@ static bool is_client_obj_op(uint8_t opcode)
 }
 
 #ifdef STAT_ENABLED
-/* the request's statistics: one clock read at its end */
-static inline __attribute__((always_inline)) void request_count(struct request *req)
-{
-	uint64_t now = stat_clock(), await, bytes, wr = req->rq.flags & SD_FLAG_CMD_WRITE; /* 0, 1 */
-	uint32_t len = req->rq.data_length, out = req->rp.data_length;
-	bool ok = req->rp.result == SD_RES_SUCCESS;
+/* the client object ops are the opcodes below 4 (0 is no op: it never ends well) */
+_Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_WRITE_OBJ == 3,
+	       "client object opcodes");
 
-	/* the payload moved: in for a write, out as request_done will send it */
-	if (unlikely(!ok)) {
-		stat_req_end(&req->stat, now, wr ? len : 0, true);
-		return;
-	}
-	if (unlikely(out > len))
+/*
+ * The request's statistics, one clock read at its end. out: the reply's
+ * payload as sent (0 for an error); the payload in is a write's.
+ */
+static inline __attribute__((always_inline)) void
+request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
+{
+	uint64_t now = stat_clock(), await, bytes;
+	uint64_t wr = (req->rq.flags & SD_FLAG_CMD_WRITE) ? 1 : 0;
+
+	bytes = out + (wr ? req->rq.data_length : 0);
+	await = stat_req_end(&req->stat, now, bytes, result != SD_RES_SUCCESS);
+	if (likely(result == SD_RES_SUCCESS) && req->rq.opcode <= SD_OP_WRITE_OBJ)
+		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, wr, bytes, await);
+}
+
+/* one not answered on a connection (the daemon's own, or its client is gone) */
+static __attribute__((noinline)) void request_count_unsent(struct request *req)
+{
+	uint32_t out = req->rp.data_length;
+
+	/* what request_done would have sent */
+	if (req->rp.result != SD_RES_SUCCESS || out > req->rq.data_length)
 		out = 0;
-	bytes = out + (wr ? len : 0);
-	await = stat_req_end(&req->stat, now, bytes, false);
-	if (is_client_obj_op(req->rq.opcode))
-		stat_vdi_count(oid_to_vid(req->rq.obj.oid), wr, bytes, await);
+	request_count(req, req->ci, req->rp.result, out);
 }
 #endif
 
@@ -417,25 +435,34 @@ void request_done(struct request *req)
 {
 	struct client_info *ci = req->ci;
 
-#ifdef STAT_ENABLED
-	if (stat_req_active(&req->stat))
-		request_count(req);
-#endif
 	if (req->done) {
+#ifdef STAT_ENABLED
+		if (stat_req_active(&req->stat))
+			request_count_unsent(req);
+#endif
 		req->done(req);
 		return;
 	}
 	if (ci->dead) {
+#ifdef STAT_ENABLED
+		if (stat_req_active(&req->stat))
+			request_count_unsent(req);
+#endif
 		free_request(req);
 		return;
 	}
+	if (!req->replied)
+		reply_prepare(req);
+#ifdef STAT_ENABLED
+	if (stat_req_active(&req->stat))
+		request_count(req, ci, req->rp.result, req->rp.data_length);
+#endif
 	if (req->replied) { /* a worker sent it (reply_early): only the accounting is left */
 		ci->last_active = tick;
 		free_request(req);
 		flush_tx(ci);
 		return;
 	}
-	reply_prepare(req);
 	/* a reply without payload does not hold its buffer while it waits to be sent */
 	if (!req->rp.data_length)
 		req_free_data(req);
@@ -583,8 +610,9 @@ static void dispatch(struct request *req)
 		return finish_with(req, SD_RES_SHUTDOWN);
 	if (!access_ok(req))
 		return;
-	/* after a stall (SIGSTOP): learn of an eviction before serving (heartbeat) */
-	group_catch_up();
+	/* after a stall (SIGSTOP): learn of an eviction before serving (heartbeat); a
+	   parked request's start is old, its waking loop checks with a fresh clock */
+	group_catch_up(req->start);
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {
@@ -641,6 +669,7 @@ void request_join_done(void)
 	list_splice_tail_init(&join_waiters, &waiters);
 	list_for_each_entry_safe(req, next, &waiters, node) {
 		list_del(&req->node);
+		group_catch_up(stat_clock());
 		dispatch(req);
 	}
 }
@@ -655,6 +684,7 @@ static void access_retry(int fd, uint32_t events, void *data)
 	list_splice_tail_init(&access_waiters, &waiters);
 	list_for_each_entry_safe(req, next, &waiters, node) {
 		list_del(&req->node);
+		group_catch_up(stat_clock());
 		dispatch(req);
 	}
 }
@@ -667,7 +697,8 @@ static struct request *new_request(struct client_info *ci)
 
 	if (!req)
 		return NULL;
-	memset(req, 0, sizeof(*req));
+	/* all but the statistics' tracking, which stays linked */
+	memset(&req->rq, 0, sizeof(*req) - offsetof(struct request, rq));
 	req->rq = ci->hdr;
 	req->ci = ci;
 	req->data = &empty_payload;
@@ -911,6 +942,7 @@ static struct client_info *client_init(int fd, const struct sockaddr_storage *ss
 	ci->events = EPOLLIN;
 	ci->last_active = tick;
 	ci->mem_waiter.resume = client_mem_resume;
+	stat_vdi_cache_init(&ci->stat_vdi);
 	INIT_LIST_HEAD(&ci->tx_queue);
 	pthread_mutex_init(&ci->tx_lock, NULL);
 	if (ev_add(fd, EPOLLIN, client_handler, ci)) {

@@ -19,6 +19,8 @@ struct client_info;
 
 /* one request from the time its header arrives until its reply is sent */
 struct request {
+	/* first: new_request clears what follows, not this (it outlives reuse) */
+	struct stat_track stat_track;
 	struct sd_req rq;
 	struct sd_rsp rp;
 	void *data;	    /* payload in (writes) and out (reads) */
@@ -29,8 +31,10 @@ struct request {
 	struct client_info *ci;
 	struct work work;
 	struct list_node node; /* in the client's reply queue, or ordered.c's pending list */
-	uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
-	struct stat_req stat; /* in flight for the statistics (stat.c) */
+	union {
+		uint64_t start;	      /* stat_clock() when whole and dispatched: its await starts */
+		struct stat_req stat; /* in flight for the statistics (stat.c): begin is start */
+	};
 	/* ordered ops (ordered.c) */
 	bool remote;	 /* delivered from another node's broadcast: apply, write no object */
 	int nr_members;	 /* cluster size when the op was delivered */
@@ -40,6 +44,8 @@ struct request {
 	void (*done)(struct request *req);
 	bool replied; /* its worker sent the reply (request.c, reply_early) */
 };
+_Static_assert(offsetof(struct request, start) == offsetof(struct request, stat.begin),
+	       "a request's start is its statistics' begin");
 
 enum op_type {
 	OP_MAIN,    /* runs on the main thread: cheap, never blocks */
@@ -228,8 +234,9 @@ int group_write_file(const char *name, const void *buf, size_t len);
  * tick has not run for a while (this process was stopped), deliver what it
  * has pending first, so that a node evicted meanwhile knows it (and is
  * joining again, group_is_joining) before it serves from a stale view.
+ * now: a stat_clock() read just before (a fresh request's start).
  */
-void group_catch_up(void);
+void group_catch_up(uint64_t now);
 /* main thread: a cluster shutdown was delivered; no epoch is counted any more */
 void group_cluster_stopping(void);
 /* broadcast msg through the cluster driver: 0 or -errno */

@@ -49,10 +49,11 @@ static struct {
 
 __thread struct stat_slot *stat_my_slot;
 struct stat_slot stat_main_slot;
-uint64_t stat_us_mult = (UINT64_C(1) << 32) / 1000 + 1;
+uint64_t stat_us_mult = UINT64_MAX / 1000 + 1; /* ticks are ns */
 uint8_t stat_idx_of[256];
-LIST_HEAD(stat_inflight);
-struct stat_vdi_table stat_vdis;
+struct stat_counters *stat_main_ops[256] = { [0 ... 255] = &stat_main_slot.op[STAT_IDX_INVALID] };
+static LIST_HEAD(tracked); /* every stat_track (main thread) */
+struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -76,8 +77,11 @@ struct stat_slot *stat_slot_new(void)
 void stat_clock_set_scale(uint64_t ns_per_tick_32)
 {
 	st.tick_mult = ns_per_tick_32 ? ns_per_tick_32 : 1;
-	/* rounded up: a bucket edge never reads as the bucket below */
-	stat_us_mult = st.tick_mult / 1000 + 1;
+	/* rounded up: a bucket edge never reads as the bucket below; at most 1 us a tick */
+	if (st.tick_mult < UINT64_C(1000) << 32)
+		stat_us_mult = (uint64_t)(((unsigned __int128)st.tick_mult << 32) / 1000) + 1;
+	else
+		stat_us_mult = UINT64_MAX;
 	st.threshold = st.threshold_ns ? max_t(uint64_t, stat_clock_ticks(st.threshold_ns), 1) : 0;
 }
 
@@ -222,6 +226,7 @@ int stat_register_op(uint8_t opcode, const char *name, const char *queue)
 	st.opcodes[i] = opcode;
 	st.queues[i] = queue;
 	stat_idx_of[opcode] = (uint8_t)i;
+	stat_main_ops[opcode] = &stat_main_slot.op[i];
 	st.nr_ops++;
 	return i;
 }
@@ -234,26 +239,60 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 	st.report = report;
 	st.nr_ops = 0;
 	memset(stat_idx_of, 0, sizeof(stat_idx_of));
+	for (int i = 0; i < 256; i++)
+		stat_main_ops[i] = &stat_main_slot.op[STAT_IDX_INVALID];
 	if (stat_register_op(0, "invalid", NULL) != STAT_IDX_INVALID)
 		return -EINVAL;
 	stat_idx_of[0] = STAT_IDX_INVALID;
 	return stat_my_slot || stat_slot_new() ? 0 : -ENOMEM;
 }
 
+#ifdef STAT_ENABLED
+void stat_req_track(struct stat_track *t, struct stat_req *sr)
+{
+	t->sr = sr;
+	list_add_tail(&t->node, &tracked);
+}
+
+void stat_req_untrack(struct stat_track *t)
+{
+	list_del(&t->node);
+}
+#endif
+
+void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
+			 uint64_t bytes, uint64_t await)
+{
+	uint32_t key = (uint32_t)(*oid >> 32), vid = oid_to_vid(*oid);
+	struct stat_vdi_entry *e = &stat_vdis[vid & (STAT_VDI_SLOTS - 1)];
+
+	/* vid 0 marks a free entry: no VDI has it, its requests are the overflow's */
+	if (!vid || (e->vid && e->vid != vid))
+		e = &stat_vdis[STAT_VDI_SLOTS];
+	else
+		e->vid = vid;
+	vc->key = key;
+	vc->e = e;
+	e->nr[is_write]++;
+	e->bytes += bytes;
+	e->await += await;
+}
+
 int stat_read_vdis(struct sd_stat_vdi *out, int max)
 {
-	const struct stat_vdi_table *t = &stat_vdis;
 	int n = 0;
 
 	for (int i = 0; i <= STAT_VDI_SLOTS && n < max; i++) {
-		if (!t->nr[i])
+		const struct stat_vdi_entry *e = &stat_vdis[i];
+
+		if (!e->nr[0] && !e->nr[1])
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
-		out[n].vid = i == STAT_VDI_SLOTS ? 0 : (uint32_t)t->vid[i];
-		out[n].nr_reads = t->nr[i] - t->nr_writes[i];
-		out[n].nr_writes = t->nr_writes[i];
-		out[n].bytes = t->bytes[i];
-		out[n].await_ns = stat_clock_ns(t->await[i]);
+		out[n].vid = i == STAT_VDI_SLOTS ? 0 : (uint32_t)e->vid;
+		out[n].nr_reads = e->nr[0];
+		out[n].nr_writes = e->nr[1];
+		out[n].bytes = e->bytes;
+		out[n].await_ns = stat_clock_ns(e->await);
 		n++;
 	}
 	return n;
@@ -261,18 +300,22 @@ int stat_read_vdis(struct sd_stat_vdi *out, int max)
 
 int stat_check_hangs(uint64_t now)
 {
-	struct stat_req *sr;
+	struct stat_track *t;
 	int nr = 0;
 
 	if (!st.threshold)
 		return 0;
-	/* in start order: stop at the first one younger than the threshold */
-	list_for_each_entry(sr, &stat_inflight, node)
+	/* every request struct: the active ones older than the threshold */
+	list_for_each_entry(t, &tracked, node)
 	{
-		uint64_t age = now > sr->begin ? now - sr->begin : 0;
+		struct stat_req *sr = t->sr;
+		uint64_t age;
 
+		if (!stat_req_active(sr))
+			continue;
+		age = now > sr->begin ? now - sr->begin : 0;
 		if (age < st.threshold)
-			break;
+			continue;
 		nr++;
 		if (sr->hung)
 			continue;

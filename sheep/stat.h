@@ -10,25 +10,35 @@
  *
  * 1. Requests of the main thread (stat_req_*, all of sheep's): a static
  *    slot that only the main thread writes and reads (stat_snapshot runs
- *    there), a list of them in start order that the hang check walks from
- *    its oldest end, and a small per-VDI table of client object I/O.
+ *    there), the hang check's list of every request struct (linked when
+ *    the struct is allocated, not per request: the check walks them all
+ *    and looks at the active ones), and a small per-VDI table of client
+ *    object I/O whose entry each connection caches.
  * 2. Any other thread (stat_op_*): its own slot, written inside a sequence
  *    count; a reader copies each slot under its count and merges. A
  *    request begins and ends on the same thread; merged busy time is the
  *    largest of the slots'.
  *
  * The hot path is inline here, no lock, no atomic read-modify-write, no
- * call, one more clock read (at a request's end). Its instructions per
- * request (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly;
- * tests/bench/stat-overhead measures the whole against a --disable-stats
- * build and finds ~89, the rest being register moves around the hooks):
- *   begin: skip STAT_READ 3, counters' address 3 + 2 stores, busy 3 + 3;
- *   end: active check 4, clock 3, success and bytes from the reply 11,
- *   await 4, busy 3 + 3, histogram 5, sums 2;
- *   the hang check's in-flight list 7 + 4; the VDI table 17 (op check 4,
- *   entry and owner 8, sums 5); the work queue counts 3 (on workers).
- * ~80 in all, ~1.5% of a request's ~5550: the counters and busy times
- * alone are ~49 (0.99), the hang list, VDI table and queue counts the rest.
+ * call, one more clock read (at a request's end; its begin is the
+ * request's start, which both builds read). Its instructions per request
+ * (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly; callgrind
+ * agrees function by function against a --disable-stats build):
+ *   begin (client_rx): skip STAT_READ 2, the op's counters 1 + a store 1,
+ *   busy 2 + 2;
+ *   end (request_done): active check 3, clock 3, a write's payload 4,
+ *   await 4, not active any more 1, busy 2 + 2, histogram 6, sums 2,
+ *   the error test 2, a reload 1; the VDI table 10 (op check 2, the
+ *   connection's key and entry 5, sums 3);
+ *   the work queue counts 4 (on workers: taken, done, the worker's tid).
+ * ~55 in all. tests/bench/stat-overhead, against a --disable-stats build,
+ * finds 44-60 (which thread waits for a lock varies from run to run): of a
+ * 4 KiB read's ~3,030 instructions 0.986, of a write's ~3,340 0.983, short
+ * of the 0.99 target (~30). The counters and busy times alone are ~41
+ * (0.987), the VDI table and the queue counts the rest: no part fits in 30
+ * without dropping a counter. The hang check costs nothing per request
+ * (from 11), and the stall check before a request reads no clock of its
+ * own any more, in both builds (group_catch_up, from ~40 to ~5).
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
@@ -192,16 +202,47 @@ struct stat_slot {
 extern __thread struct stat_slot *stat_my_slot;
 /* the calling thread's slot, made at its first count (NULL if none is left) */
 struct stat_slot *stat_slot_new(void);
-/* microseconds per tick << 32, rounded up: bucket from ticks in a multiply */
+/*
+ * Microseconds per tick << 64, rounded up: a latency's microseconds are the
+ * upper half of one multiply (a tick is below a microsecond on every clock
+ * sheep uses: the TSC, nanoseconds).
+ */
 extern uint64_t stat_us_mult;
 
 /* one request's part of the bookkeeping, embedded in struct request */
 struct stat_req {
-	struct list_node node;	 /* in the in-flight list while active */
-	uint64_t begin;		 /* stat_clock() */
+	uint64_t begin;		 /* stat_clock(); first: struct request's start shares it */
 	struct stat_counters *c; /* its op's counters in the main slot; NULL: not active */
 	bool hung;		 /* its hang was reported */
 };
+
+/*
+ * The hang check's view of the requests (main thread): every struct that
+ * can hold a counted request is on one list from its allocation to its
+ * free, in flight or not (request.c keeps freed requests in a cache and
+ * reuses them), so beginning and ending a request link nothing; the check
+ * walks them all and looks at the active ones. Its node must survive the
+ * request's reuse: request.c keeps it out of the struct it clears.
+ */
+struct stat_track {
+	struct list_node node;
+	struct stat_req *sr;
+};
+#ifdef STAT_ENABLED
+void stat_req_track(struct stat_track *t, struct stat_req *sr);
+void stat_req_untrack(struct stat_track *t);
+#else
+static inline void stat_req_track(struct stat_track *t, struct stat_req *sr)
+{
+	(void)t;
+	(void)sr;
+}
+
+static inline void stat_req_untrack(struct stat_track *t)
+{
+	(void)t;
+}
+#endif
 
 /* report a request in flight past the threshold (main thread, once per request) */
 typedef void (*stat_hang_fn)(struct stat_req *sr, uint64_t age_ns);
@@ -227,7 +268,7 @@ static inline int stat_op_idx(uint8_t opcode)
 /* the histogram slot of a latency in ticks: log2 of microseconds, 0 for 0-1 us */
 STAT_INLINE unsigned int stat_hist_slot(uint64_t ticks)
 {
-	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 32);
+	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 64);
 
 	return 63 - (unsigned int)__builtin_clzll(us | 1);
 }
@@ -326,15 +367,16 @@ static inline void stat_op_end(int idx, uint64_t begin, uint64_t now, uint64_t b
  * their slot (stat_snapshot runs there): a static slot, no sequence count.
  */
 extern struct stat_slot stat_main_slot;
-extern struct list_head stat_inflight;
+
+/* by opcode, its counters in the main slot: one load on the hot path */
+extern struct stat_counters *stat_main_ops[256];
 
 STAT_INLINE void stat_req_begin(struct stat_req *sr, uint8_t opcode, uint64_t now)
 {
-	struct stat_counters *c = &stat_main_slot.op[stat_idx_of[opcode]];
+	struct stat_counters *c = stat_main_ops[opcode];
 
 	sr->begin = now;
 	sr->c = c;
-	list_add_tail(&sr->node, &stat_inflight);
 	stat_busy_enter(&c->b, now);
 	stat_busy_enter(&stat_main_slot.all, now);
 }
@@ -352,44 +394,63 @@ STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t by
 	if (!c)
 		return 0;
 	sr->c = NULL;
-	/* out of the list; the node is not used again until the next begin */
-	sr->node.next->prev = sr->node.prev;
-	sr->node.prev->next = sr->node.next;
 	return stat_count_end(&stat_main_slot.all, c, sr->begin, now, bytes, error);
 }
 
 /*
  * A client object request of vid ended (main thread, which is also the
  * only reader: plain adds): a direct-mapped table, so the busiest VDIs
- * keep their entries; a VDI that finds its entry taken counts in the
- * overflow entry (vid 0). Exact counts, one entry per request.
+ * keep their entries (an entry is never given back); a VDI that finds its
+ * entry taken counts in the overflow entry (vid 0). Exact counts, one
+ * entry per request. A connection caches the entry of the VDI it served
+ * last (a QEMU connection serves one VDI): the hot path compares the vid
+ * and adds; stat_vdi_lookup() fills the cache when the vid changes.
  */
 #define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
-struct stat_vdi_table {
-	/* by entry, the last one the overflow: arrays, so an entry is an index */
-	uint64_t vid[STAT_VDI_SLOTS + 1];
-	uint64_t nr[STAT_VDI_SLOTS + 1];
-	uint64_t nr_writes[STAT_VDI_SLOTS + 1];
-	uint64_t bytes[STAT_VDI_SLOTS + 1];
-	uint64_t await[STAT_VDI_SLOTS + 1];
+struct stat_vdi_entry {
+	uint64_t nr[2]; /* reads, writes */
+	uint64_t bytes;
+	uint64_t await;
+	uint64_t vid;
 };
-extern struct stat_vdi_table stat_vdis;
+/* by slot, the last one the overflow */
+extern struct stat_vdi_entry stat_vdis[STAT_VDI_SLOTS + 1];
 
-/* is_write: 0 or 1 */
-STAT_INLINE void stat_vdi_count(uint32_t vid, uint64_t is_write, uint64_t bytes, uint64_t await)
+/*
+ * Per connection; stat_vdi_cache_init() before its first count. Its key is
+ * an oid's upper half, the vid of a data object; an inode object's has
+ * VDI_BIT too, a miss that stat_vdi_count_miss() masks to the same entry.
+ */
+struct stat_vdi_cache {
+	uint32_t key;
+	struct stat_vdi_entry *e;
+};
+
+/* an empty cache: its entry is the overflow one, whose vid 0 is no VDI's */
+static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 {
-	unsigned int i = vid & (STAT_VDI_SLOTS - 1);
+	vc->key = 0;
+	vc->e = &stat_vdis[STAT_VDI_SLOTS];
+}
 
-	if (unlikely(stat_vdis.vid[i] != vid)) {
-		if (!stat_vdis.vid[i])
-			stat_vdis.vid[i] = vid;
-		else
-			i = STAT_VDI_SLOTS;
+/* the count of an oid whose key is not in the cache: its entry into the cache, and the adds */
+__attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid,
+					       uint64_t is_write, uint64_t bytes, uint64_t await);
+
+/* of the object *oid (its key: the upper 32 bits); is_write: 0 or 1 */
+STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
+				uint64_t bytes, uint64_t await)
+{
+	struct stat_vdi_entry *e = vc->e;
+
+	/* a call that returns nothing: no register of the caller's has to live across it */
+	if (unlikely(vc->key != (uint32_t)(*oid >> 32))) {
+		stat_vdi_count_miss(vc, oid, is_write, bytes, await);
+		return;
 	}
-	stat_vdis.nr[i]++;
-	stat_vdis.nr_writes[i] += is_write;
-	stat_vdis.bytes[i] += bytes;
-	stat_vdis.await[i] += await;
+	e->nr[is_write]++;
+	e->bytes += bytes;
+	e->await += await;
 }
 
 /* report each request in flight past the threshold, once; returns how many are now */

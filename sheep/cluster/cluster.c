@@ -7,6 +7,7 @@
 
 #include "cluster.h"
 #include "logger.h"
+#include "stat.h"
 #include "util.h"
 
 #define MAX_CLUSTER_DRIVERS 8
@@ -17,7 +18,9 @@ static int nr_drivers;
 static const struct cluster_driver *selected;
 static char *selected_option;
 static unsigned int heartbeat_ms = CDRV_DEFAULT_HEARTBEAT_MS;
-static uint64_t last_tick_ns; /* main thread */
+/* main thread: the last tick in both clocks, and CDRV_STALL_MS in stat_clock() ticks */
+static uint64_t last_tick_ns, last_tick_clk, stall_clk;
+uint64_t cdrv_late_at = UINT64_MAX;
 
 void cdrv_register(const struct cluster_driver *drv)
 {
@@ -87,20 +90,28 @@ unsigned int cdrv_heartbeat_timeout_ms(void)
 
 void cdrv_tick(void)
 {
-	last_tick_ns = sd_now_ns();
+	uint64_t ns = sd_now_ns(), clk = stat_clock();
+
+	if (last_tick_ns && ns > last_tick_ns && clk > last_tick_clk) {
+		unsigned __int128 t = (unsigned __int128)(clk - last_tick_clk) *
+				      ((uint64_t)CDRV_STALL_MS * 1000000) / (ns - last_tick_ns);
+
+		stall_clk = t > UINT64_MAX / 2 ? UINT64_MAX / 2 : (uint64_t)t;
+	}
+	last_tick_ns = ns;
+	last_tick_clk = clk;
+	cdrv_late_at = stall_clk && selected && selected->catch_up ? clk + stall_clk : UINT64_MAX;
 }
 
-void cdrv_catch_up(void)
+void cdrv_catch_up_late(uint64_t now)
 {
-	uint64_t now;
+	uint64_t ns = sd_now_ns();
 
-	if (!selected || !selected->catch_up || !last_tick_ns)
-		return;
-	now = sd_now_ns();
-	if (now - last_tick_ns < (uint64_t)CDRV_STALL_MS * 1000000)
-		return;
+	/* no tick since cdrv_late_at was set: CDRV_STALL_MS went by without one */
 	sd_notice("no cluster tick for %" PRIu64 " ms (stopped?): catching up first",
-		  (now - last_tick_ns) / 1000000);
-	last_tick_ns = now;
+		  (ns - last_tick_ns) / 1000000);
+	last_tick_ns = ns;
+	last_tick_clk = stat_clock();
+	cdrv_late_at = last_tick_clk + stall_clk;
 	selected->catch_up();
 }

@@ -145,10 +145,19 @@ void cdrv_tick(void);
 /*
  * Main thread: when the selected driver's tick has not run for more than
  * CDRV_STALL_MS (this process was stopped or starved), let it deliver what
- * is pending now (its catch_up()). Cheap otherwise: one clock read.
+ * is pending now (its catch_up()). now is a fresh stat_clock() (the caller
+ * has one: a request's start), so this is a compare: cdrv_tick() keeps the
+ * clock value past which the tick is late, converting CDRV_STALL_MS with
+ * the ratio of stat_clock() to CLOCK_MONOTONIC between two ticks.
  */
 #define CDRV_STALL_MS 1000
-void cdrv_catch_up(void);
+extern uint64_t cdrv_late_at; /* UINT64_MAX: not known yet, or no catch_up() */
+void cdrv_catch_up_late(uint64_t now);
+static inline void cdrv_catch_up(uint64_t now)
+{
+	if (__builtin_expect(now > cdrv_late_at, 0))
+		cdrv_catch_up_late(now);
+}
 /* "local, corosync": the names of the registered drivers */
 void cdrv_names(char *buf, size_t len);
 

@@ -11,6 +11,9 @@
  * 3 s), seqread (4 MiB requests). The VDI must exist; write4k/read4k/
  * seqread expect its objects allocated (run seqwrite first). With COUNT in
  * the environment, write4k/read4k issue exactly COUNT requests instead.
+ * With ONE_SEND=1 a request's header and payload go in one writev, as
+ * QEMU's corked send does: the daemon finds a write whole at once, instead
+ * of waking to the header alone now and then (an event loop turn more).
  * Prints one line: "PATTERN MB_per_s IOPS REQUESTS".
  */
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 #include "net.h"
 #include "sheepdog_proto.h"
@@ -41,14 +45,58 @@ struct target {
 	bool raw;
 };
 
+/* header and payload in one writev, then the reply as sd_exec_req reads it: 0 or -errno */
+static int one_send_req(int fd, struct sd_req *hdr, void *buf, uint32_t wlen, uint32_t rlen,
+			struct sd_rsp *rsp)
+{
+	struct iovec iov[2] = { { hdr, sizeof(*hdr) }, { buf, wlen } };
+	size_t left = sizeof(*hdr) + wlen;
+	int n = 2, i = 0, ret;
+	char sink[4096];
+	uint32_t len;
+
+	while (left) {
+		ssize_t done = writev(fd, iov + i, n - i);
+
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done <= 0)
+			return done < 0 ? -errno : -EPIPE;
+		left -= (size_t)done;
+		for (; i < n && (size_t)done >= iov[i].iov_len; i++)
+			done -= (ssize_t)iov[i].iov_len;
+		if (i < n) {
+			iov[i].iov_base = (char *)iov[i].iov_base + done;
+			iov[i].iov_len -= (size_t)done;
+		}
+	}
+	ret = sd_read_full(fd, rsp, sizeof(*rsp));
+	len = rsp->data_length < rlen ? rsp->data_length : rlen;
+	if (!ret && len)
+		ret = sd_read_full(fd, buf, len);
+	for (uint32_t extra = ret ? 0 : rsp->data_length - len; extra && !ret;) {
+		uint32_t m = extra < sizeof(sink) ? extra : (uint32_t)sizeof(sink);
+
+		ret = sd_read_full(fd, sink, m);
+		extra -= m;
+	}
+	return ret;
+}
+
 static int sheep_req(struct target *t, struct sd_req *hdr, void *buf, uint32_t wlen,
 		     uint32_t rlen)
 {
+	static int one_send = -1;
 	struct sd_rsp rsp;
 	int ret;
 
+	if (one_send < 0)
+		one_send = getenv("ONE_SEND") && !strcmp(getenv("ONE_SEND"), "1");
 	hdr->id = t->next_id++;
-	ret = sd_exec_req(t->fd, hdr, buf, wlen, rlen, &rsp);
+	if (one_send && (hdr->flags & SD_FLAG_CMD_WRITE) && wlen)
+		ret = one_send_req(t->fd, hdr, buf, wlen, rlen, &rsp);
+	else
+		ret = sd_exec_req(t->fd, hdr, buf, wlen, rlen, &rsp);
 	if (ret) {
 		fprintf(stderr, "io-bench: request failed: %s\n", strerror(-ret));
 		exit(2);

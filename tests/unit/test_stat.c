@@ -259,11 +259,17 @@ END_TEST
 
 START_TEST(test_hangs)
 {
-	struct stat_req a = { 0 }, b = { 0 }, c = { 0 };
+	struct stat_req a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
+	struct stat_track ta, tb, tc, td;
 	uint64_t thr = 30000 * MS, t0 = 5000 * MS;
 	struct sd_stat_op op;
 
 	setup(thr);
+	/* the check sees the tracked structs: in flight or not (d never begins) */
+	stat_req_track(&ta, &a);
+	stat_req_track(&td, &d);
+	stat_req_track(&tb, &b);
+	stat_req_track(&tc, &c);
 	stat_req_begin(&a, 0x03, t0);
 	stat_req_begin(&b, 0x02, t0 + 10 * MS);
 	stat_req_begin(&c, 0x77, t0 + 20 * MS); /* unknown opcode: the invalid slot */
@@ -295,6 +301,16 @@ START_TEST(test_hangs)
 	ck_assert_uint_eq(op.nr_errors, 1);
 	ck_assert_uint_eq(op.busy_ns, 2 * thr);
 	ck_assert_uint_eq(stat_nr_hangs(), 2);
+	/* an untracked struct is not looked at (request.c frees it next) */
+	stat_req_begin(&b, 0x02, t0 + 5 * thr);
+	stat_req_untrack(&tb);
+	ck_assert_int_eq(stat_check_hangs(t0 + 7 * thr), 0);
+	stat_req_begin(&d, 0x02, t0 + 5 * thr);
+	ck_assert_int_eq(stat_check_hangs(t0 + 7 * thr), 1);
+	ck_assert_ptr_eq(reported[2], &d);
+	stat_req_untrack(&ta);
+	stat_req_untrack(&tc);
+	stat_req_untrack(&td);
 }
 END_TEST
 
@@ -309,18 +325,40 @@ START_TEST(test_hangs_off)
 }
 END_TEST
 
+/* a count of the object oid */
+static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, uint64_t w, uint64_t b, uint64_t a)
+{
+	stat_vdi_count(vc, &oid, w, b, a);
+}
+
 START_TEST(test_vdis)
 {
 	struct sd_stat_vdi v[SD_STAT_MAX_VDIS];
 	int n, i10 = -1, other = -1;
 
+	struct stat_vdi_cache c1, c2, c3;
+
 	setup(0);
-	stat_vdi_count(0x10, true, 4096, 100);
-	stat_vdi_count(0x10, false, 512, 50);
-	stat_vdi_count(0x10, false, 512, 50);
+	stat_vdi_cache_init(&c1);
+	stat_vdi_cache_init(&c2);
+	stat_vdi_cache_init(&c3);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), true, 4096, 100);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 512, 50);
+	/* its inode object: the key has VDI_BIT, the entry is the VDI's */
+	vdi_count(&c1, vid_to_vdi_oid(0x10), false, 512, 50);
+	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 0, 0);
+	/* a connection that changes VDI: its cache follows */
+	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
+	vdi_count(&c3, vid_to_data_oid(0x11, 0), true, 1, 1);
+	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
+	vdi_count(&c3, vid_to_data_oid(0x11, 0), false, 1, 1);
 	/* 37 more: 0x110 and 0x120-0x124 find their entries taken */
 	for (uint32_t vid = 0x100; vid < 0x100 + 37; vid++)
-		stat_vdi_count(vid, true, 1, 1);
+		vdi_count(&c2, vid_to_data_oid(vid, 0), true, 1, 1);
+	/* vid 0 is no VDI's: the overflow entry, cached or not */
+	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
+	stat_vdi_cache_init(&c2);
+	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
 	n = stat_read_vdis(v, SD_STAT_MAX_VDIS);
 	ck_assert_int_eq(n, STAT_VDI_SLOTS + 1);
 	for (int i = 0; i < n; i++) {
@@ -328,14 +366,19 @@ START_TEST(test_vdis)
 			i10 = i;
 		if (v[i].vid == 0)
 			other = i;
+		if (v[i].vid == 0x11) {
+			ck_assert_uint_eq(v[i].nr_writes, 1);
+			ck_assert_uint_eq(v[i].nr_reads, 1);
+		}
 	}
 	ck_assert_int_ge(i10, 0);
 	ck_assert_uint_eq(v[i10].nr_writes, 1);
-	ck_assert_uint_eq(v[i10].nr_reads, 2);
-	ck_assert_uint_eq(v[i10].bytes, 5120);
-	ck_assert_uint_eq(v[i10].await_ns, 200);
+	ck_assert_uint_eq(v[i10].nr_reads, 5);
+	ck_assert_uint_eq(v[i10].bytes, 5632);
+	ck_assert_uint_eq(v[i10].await_ns, 250);
 	ck_assert_int_ge(other, 0);
-	ck_assert_uint_eq(v[other].nr_writes, 6);
+	ck_assert_uint_eq(v[other].nr_writes, 9); /* 0x110, 0x111, 0x120-0x124, vid 0 twice */
+	ck_assert_uint_eq(v[other].nr_reads, 0);
 	/* a short buffer gets the first entries */
 	ck_assert_int_eq(stat_read_vdis(v, 3), 3);
 }
@@ -350,8 +393,11 @@ START_TEST(test_snapshot)
 	int len;
 
 	setup(0);
+	struct stat_vdi_cache vc;
+
 	stat_req_begin(&a, 0x02, stat_clock());
-	stat_vdi_count(0x42, false, 1, 1);
+	stat_vdi_cache_init(&vc);
+	vdi_count(&vc, vid_to_data_oid(0x42, 0), false, 1, 1);
 	len = stat_snapshot(buf, sizeof(buf), stat_clock());
 	ck_assert_int_eq(
 	    len, (int)(sizeof(*h) + 5 * sizeof(struct sd_stat_op) + sizeof(struct sd_stat_vdi)));
