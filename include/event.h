@@ -21,6 +21,12 @@ void ev_del(int fd);
  * handler: the number of sockets put into fds (up to max), or -errno.
  */
 int ev_listen(const char *host, int port, ev_handler_fn handler, void *data, int *fds, int max);
+/*
+ * A timer polled with handler (a CLOCK_MONOTONIC timerfd, non-blocking,
+ * not armed: timerfd_settime arms it; the handler reads its count): the
+ * fd, or -errno.
+ */
+int ev_timer(ev_handler_fn handler, void *data);
 /* one round: wait up to timeout ms and dispatch; 0 or -errno */
 int ev_loop_once(int timeout);
 

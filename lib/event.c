@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/timerfd.h>
 
 #include "event.h"
 #include "net.h"
@@ -115,6 +116,20 @@ int ev_loop_once(int timeout)
 		slots[fd].handler(fd, events[i].events, slots[fd].data);
 	}
 	return 0;
+}
+
+int ev_timer(ev_handler_fn handler, void *data)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = ev_add(fd, EPOLLIN, handler, data);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 int ev_listen(const char *host, int port, ev_handler_fn handler, void *data, int *fds, int max)

@@ -90,7 +90,8 @@ static uint64_t tick; /* seconds since the first connection timer */
 static int tick_timer_fd = -1;
 static uint64_t nr_timed_out, nr_limit_pauses;
 static bool at_client_limit;
-static void accept_set(bool on);
+/* listen.c's: a connection closed below the limit request_accept reported */
+static void (*room_fn)(void);
 
 static void client_handler(int fd, uint32_t events, void *data);
 
@@ -286,7 +287,8 @@ static void close_client(struct client_info *ci)
 	nr_clients--;
 	if (at_client_limit && nr_clients < max_clients) {
 		at_client_limit = false;
-		accept_set(true);
+		if (room_fn)
+			room_fn();
 	}
 	list_for_each_entry_safe(req, tmp, &ci->tx_queue, node) {
 		list_del(&req->node);
@@ -842,48 +844,6 @@ out:
 	client_put(ci);
 }
 
-/* the listening sockets, paused while the process is out of descriptors */
-static int listen_fds[8], nr_listen_fds;
-static int accept_timer_fd = -1;
-
-#define ACCEPT_PAUSE_MS 100
-
-static void listen_handler(int listen_fd, uint32_t events, void *data);
-
-static bool accept_timer_armed;
-
-static void accept_set(bool on)
-{
-	/* the fd-limit pause and the connection limit each keep it off */
-	if (on && (accept_timer_armed || at_client_limit))
-		return;
-	for (int i = 0; i < nr_listen_fds; i++)
-		ev_modify(listen_fds[i], on ? EPOLLIN : 0);
-}
-
-static void accept_resume(int fd, uint32_t events, void *data)
-{
-	uint64_t expirations;
-
-	(void)!read(fd, &expirations, sizeof(expirations));
-	accept_timer_armed = false;
-	accept_set(true);
-}
-
-/*
- * Out of descriptors (or memory): the pending connection stays in the
- * backlog, so stop polling the listening sockets for ACCEPT_PAUSE_MS
- * instead of waking up for it again and again (a busy loop at 100% CPU).
- */
-static void accept_pause(void)
-{
-	struct itimerspec its = { .it_value = { 0, ACCEPT_PAUSE_MS * 1000000L } };
-
-	accept_set(false);
-	accept_timer_armed = true;
-	timerfd_settime(accept_timer_fd, 0, &its, NULL);
-}
-
 static bool has_oid(uint8_t opcode)
 {
 	return is_client_obj_op(opcode) || opcode == SD_OP_REMOVE_OBJ ||
@@ -954,41 +914,19 @@ static struct client_info *client_init(int fd, const struct sockaddr_storage *ss
 	return ci;
 }
 
-static void listen_handler(int listen_fd, uint32_t events, void *data)
+int request_accept(int fd, const struct sockaddr_storage *ss)
 {
-	for (;;) {
-		struct sockaddr_storage ss;
-		socklen_t sslen = sizeof(ss);
-		int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sslen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct client_info *ci;
-
-		if (fd < 0) {
-			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
-				return;
-			sd_log_ratelimited(60, SDOG_ERR, "accept failed: %m; not accepting for %d ms",
-					   ACCEPT_PAUSE_MS);
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-				accept_pause();
-			return;
-		}
-		sd_set_nodelay(fd);
-		ci = client_init(fd, &ss);
-		if (!ci) {
-			close(fd);
-			continue;
-		}
-		if (nr_clients >= max_clients) {
-			sd_log_ratelimited(60, SDOG_WARNING,
-					   "%d connections: not accepting more until one closes "
-					   "(--max-connections)",
-					   nr_clients);
-			nr_limit_pauses++;
-			at_client_limit = true;
-			accept_set(false);
-			return;
-		}
-	}
+	if (!client_init(fd, ss))
+		return -ENOMEM;
+	if (nr_clients < max_clients)
+		return 0;
+	sd_log_ratelimited(60, SDOG_WARNING,
+			   "%d connections: not accepting more until one closes "
+			   "(--max-connections)",
+			   nr_clients);
+	nr_limit_pauses++;
+	at_client_limit = true;
+	return 1;
 }
 
 /* once a second: close the connections that timed out */
@@ -1032,34 +970,17 @@ int request_nr_clients(void)
 	return nr_clients;
 }
 
-/* a timerfd polled with handler, armed later: fd or -errno */
-static int add_timer(ev_handler_fn handler)
-{
-	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), ret;
-
-	if (fd < 0)
-		return -errno;
-	ret = ev_add(fd, EPOLLIN, handler, NULL);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	return fd;
-}
-
-int create_listen_port(const char *bind_addr, int port)
+int request_init(void (*room)(void))
 {
 	struct itimerspec one_s = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
 	int ret;
 
+	room_fn = room;
 	/* made now: once descriptors run out, they could not be made */
-	accept_timer_fd = add_timer(accept_resume);
-	if (accept_timer_fd < 0)
-		return accept_timer_fd;
-	access_timer_fd = add_timer(access_retry);
+	access_timer_fd = ev_timer(access_retry, NULL);
 	if (access_timer_fd < 0)
 		return access_timer_fd;
-	tick_timer_fd = add_timer(client_tick);
+	tick_timer_fd = ev_timer(client_tick, NULL);
 	if (tick_timer_fd < 0)
 		return tick_timer_fd;
 	ret = payload_init();
@@ -1071,9 +992,5 @@ int create_listen_port(const char *bind_addr, int port)
 		short_reply_len = 20;
 #endif
 	timerfd_settime(tick_timer_fd, 0, &one_s, NULL);
-	ret = ev_listen(bind_addr, port, listen_handler, NULL, listen_fds, ARRAY_SIZE(listen_fds));
-	if (ret < 0)
-		return ret;
-	nr_listen_fds = ret;
 	return 0;
 }

@@ -102,8 +102,23 @@ const struct sd_op_template *get_sd_op(uint8_t opcode);
 /* give every opcode its statistics slot (after stat_init) */
 void ops_register_stats(void);
 
-/* request.c */
+/* listen.c: listen on bind_addr:port for clients and peers; 0 or -errno */
 int create_listen_port(const char *bind_addr, int port);
+
+/* request.c */
+/*
+ * request.c's timers and limits (before any request_accept); room is
+ * called when a connection closes below the limit that request_accept
+ * reported. 0 or -errno.
+ */
+int request_init(void (*room)(void));
+/*
+ * A connection accepted on fd (non-blocking) from ss: 0; 1 when it was set
+ * up and the connection limit is now reached (accept no more until room);
+ * -ENOMEM when it could not be set up (fd stays the caller's).
+ */
+struct sockaddr_storage;
+int request_accept(int fd, const struct sockaddr_storage *ss);
 void request_done(struct request *req); /* from work done: reply and free */
 void queue_request(struct request *req);
 /* the join is done: queue the client requests that waited for it */

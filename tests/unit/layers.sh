@@ -2,7 +2,7 @@
 # The layering of sheep/: every call between two of its files goes down,
 # in this order (a file calls only files of a lower rank):
 #
-#   sheep (main) > request, nbd*, metrics (front-ends) > payload (their
+#   sheep (main) > listen > request, nbd*, metrics (front-ends) > payload (their
 #   payload memory) > ordered > ops > peer (the peer ops)
 #   > recovery > vdi, vdi_sync > gateway > replica > deleted
 #   > peer_io (requests to peers) > vdi_table > store/* > group
@@ -23,6 +23,7 @@ verbose=${1:-}
 # rank of each unit (a file, or a family of files: nbd*, store/*, cluster/*)
 declare -A rank=(
 	[sheep]=100
+	[listen]=95
 	[request]=90 [nbd]=90 [metrics]=90
 	[payload]=88
 	[ordered]=86 [ops]=85 [peer]=82 [access]=80

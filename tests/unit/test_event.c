@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/timerfd.h>
 
 #include "event.h"
 #include "util.h"
@@ -247,6 +248,27 @@ START_TEST(test_add_regular_file)
 }
 END_TEST
 
+START_TEST(test_timer)
+{
+	/* not armed: quiet; armed for 10 ms: one call, then quiet once drained */
+	struct hit h = { .del_fd = -1, .drain = 1 };
+	struct itimerspec its = { .it_value = { 0, 10 * 1000000L } };
+	int fd = ev_timer(handler, &h);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ev_loop_once(50), 0);
+	ck_assert_int_eq(h.nr, 0);
+	ck_assert_int_eq(timerfd_settime(fd, 0, &its, NULL), 0);
+	ck_assert_int_eq(ev_loop_once(1000), 0);
+	ck_assert_int_eq(h.nr, 1);
+	ck_assert_int_eq(h.fd, fd);
+	ck_assert_int_eq(ev_loop_once(50), 0);
+	ck_assert_int_eq(h.nr, 1);
+	ev_del(fd);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("event");
@@ -264,6 +286,7 @@ int main(void)
 	tcase_add_test(tc, test_add_twice_keeps_first);
 	tcase_add_test(tc, test_add_bad_fd);
 	tcase_add_test(tc, test_add_regular_file);
+	tcase_add_test(tc, test_timer);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
