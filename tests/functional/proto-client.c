@@ -371,6 +371,20 @@ static int scenario_release(void)
 	return lock_or_release(false);
 }
 
+/* FLUSH_VDI for vid on fd, as QEMU sends it (id: the request's), and its result printed */
+static void flush_vdi(int fd, const char *name, uint32_t vid, uint32_t id)
+{
+	struct sd_req h;
+	struct sd_rsp rsp;
+	int ret;
+
+	obj_hdr(&h, SD_OP_FLUSH_VDI, SD_FLAG_CMD_CACHE, vid_to_vdi_oid(vid), 0, 0, 0, id);
+	ret = exec_req(fd, &h, NULL, 0, NULL, 0, &rsp);
+	if (ret)
+		transport_fail("FLUSH_VDI", ret);
+	printf("FLUSH_VDI %s: %s\n", name, res_name(rsp.result));
+}
+
 /*
  * cached-flush: $PC_NR (default 4) cached 4 KiB creates (SD_FLAG_CMD_CACHE,
  * as QEMU sends them in writeback mode) to the first data objects of
@@ -405,14 +419,8 @@ static int scenario_cached_flush(void)
 			printf("cached write %u: %s\n", i, res_name(rsp.result));
 	}
 	printf("%s: %u cached writes\n", name, (unsigned)nr);
-	if (!fl || strcmp(fl, "0")) {
-		obj_hdr(&h, SD_OP_FLUSH_VDI, SD_FLAG_CMD_CACHE, vid_to_vdi_oid(vid), 0, 0, 0,
-			(uint32_t)nr);
-		ret = exec_req(fd, &h, NULL, 0, NULL, 0, &rsp);
-		if (ret)
-			transport_fail("FLUSH_VDI", ret);
-		printf("FLUSH_VDI %s: %s\n", name, res_name(rsp.result));
-	}
+	if (!fl || strcmp(fl, "0"))
+		flush_vdi(fd, name, vid, (uint32_t)nr);
 	close(fd);
 	return 0;
 }
@@ -484,14 +492,8 @@ static int scenario_cached_big(void)
 				}
 	}
 	printf("%s: %u objects %s\n", name, (unsigned)nr, check_only ? "read back" : "written");
-	if (!check_only) {
-		obj_hdr(&h, SD_OP_FLUSH_VDI, SD_FLAG_CMD_CACHE, vid_to_vdi_oid(vid), 0, 0, 0,
-			(uint32_t)nr);
-		ret = exec_req(fd, &h, NULL, 0, NULL, 0, &rsp);
-		if (ret)
-			transport_fail("FLUSH_VDI", ret);
-		printf("FLUSH_VDI %s: %s\n", name, res_name(rsp.result));
-	}
+	if (!check_only)
+		flush_vdi(fd, name, vid, (uint32_t)nr);
 	close(fd);
 	free(want);
 	free(buf);
