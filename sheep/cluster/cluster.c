@@ -18,7 +18,7 @@ static int nr_drivers;
 static const struct cluster_driver *selected;
 static char *selected_option;
 static unsigned int heartbeat_ms = CDRV_DEFAULT_HEARTBEAT_MS;
-/* main thread: the last tick in both clocks, and CDRV_STALL_MS in stat_clock() ticks */
+/* main thread: the last tick in both clocks, and cdrv_stall_ms() in stat_clock() ticks */
 static uint64_t last_tick_ns, last_tick_clk, stall_clk;
 uint64_t cdrv_late_at = UINT64_MAX;
 
@@ -88,13 +88,18 @@ unsigned int cdrv_heartbeat_timeout_ms(void)
 	return heartbeat_ms;
 }
 
+unsigned int cdrv_stall_ms(void)
+{
+	return heartbeat_ms / 4 < CDRV_STALL_MS ? heartbeat_ms / 4 : CDRV_STALL_MS;
+}
+
 void cdrv_tick(void)
 {
 	uint64_t ns = sd_now_ns(), clk = stat_clock();
 
 	if (last_tick_ns && ns > last_tick_ns && clk > last_tick_clk) {
 		unsigned __int128 t = (unsigned __int128)(clk - last_tick_clk) *
-				      ((uint64_t)CDRV_STALL_MS * 1000000) / (ns - last_tick_ns);
+				      ((uint64_t)cdrv_stall_ms() * 1000000) / (ns - last_tick_ns);
 
 		stall_clk = t > UINT64_MAX / 2 ? UINT64_MAX / 2 : (uint64_t)t;
 	}
@@ -107,7 +112,7 @@ void cdrv_catch_up_late(uint64_t now)
 {
 	uint64_t ns = sd_now_ns();
 
-	/* no tick since cdrv_late_at was set: CDRV_STALL_MS went by without one */
+	/* no tick since cdrv_late_at was set: cdrv_stall_ms() went by without one */
 	sd_notice("no cluster tick for %" PRIu64 " ms (stopped?): catching up first",
 		  (ns - last_tick_ns) / 1000000);
 	last_tick_ns = ns;

@@ -144,13 +144,21 @@ unsigned int cdrv_heartbeat_timeout_ms(void);
 void cdrv_tick(void);
 /*
  * Main thread: when the selected driver's tick has not run for more than
- * CDRV_STALL_MS (this process was stopped or starved), let it deliver what
- * is pending now (its catch_up()). now is a fresh stat_clock() (the caller
- * has one: a request's start), so this is a compare: cdrv_tick() keeps the
- * clock value past which the tick is late, converting CDRV_STALL_MS with
- * the ratio of stat_clock() to CLOCK_MONOTONIC between two ticks.
+ * cdrv_stall_ms() (this process was stopped or starved), let it deliver
+ * what is pending now (its catch_up()). now is a fresh stat_clock() (the
+ * caller has one: a request's start), so this is a compare: cdrv_tick()
+ * keeps the clock value past which the tick is late, converting
+ * cdrv_stall_ms() with the ratio of stat_clock() to CLOCK_MONOTONIC
+ * between two ticks.
+ *
+ * The stall: CDRV_STALL_MS, or a quarter of the heartbeat timeout when
+ * that is less. The others may have heard this node last one beat before
+ * its last tick (corosync beats every 500 ms), so with a 1 s timeout a stop
+ * of ~500 ms can get it evicted: a check after 1 s would let it serve one
+ * request on the view it had.
  */
 #define CDRV_STALL_MS 1000
+unsigned int cdrv_stall_ms(void);
 extern uint64_t cdrv_late_at; /* UINT64_MAX: not known yet, or no catch_up() */
 void cdrv_catch_up_late(uint64_t now);
 static inline void cdrv_catch_up(uint64_t now)

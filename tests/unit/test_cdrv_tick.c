@@ -1,7 +1,7 @@
 /*
  * Unit tests of the cluster driver's stall check (sheep/cluster/cluster.c):
  * cdrv_tick() keeps the stat_clock() value past which its tick is late,
- * CDRV_STALL_MS converted by the ratio of the two clocks between ticks, and
+ * cdrv_stall_ms() converted by the ratio of the two clocks between ticks, and
  * cdrv_catch_up(now) lets the driver catch up once when now is past it. A
  * fake driver counts its catch_up() calls. Each test runs in its own
  * process (Check's fork mode), so each starts with no tick.
@@ -112,6 +112,39 @@ START_TEST(test_late)
 }
 END_TEST
 
+/* late after ms: within 10% of it, converted to stat_clock() ticks */
+static void check_stall(unsigned int ms)
+{
+	uint64_t c0, n0, c1, n1, per_s, stall;
+
+	c0 = stat_clock();
+	n0 = sd_now_ns();
+	cdrv_tick();
+	sleep_ms(50);
+	cdrv_tick();
+	c1 = stat_clock();
+	n1 = sd_now_ns();
+	per_s = (uint64_t)((unsigned __int128)(c1 - c0) * 1000000000 / (n1 - n0));
+	stall = cdrv_late_at - c1;
+	ck_assert_uint_gt(stall, per_s / 1000 * ms / 10 * 9);
+	ck_assert_uint_lt(stall, per_s / 1000 * ms / 10 * 11);
+}
+
+START_TEST(test_stall_below_heartbeat)
+{
+	/* 1 s (the least --heartbeat-timeout): late after 250 ms, not 1 s */
+	cdrv_register(&fake);
+	ck_assert_ptr_eq(cdrv_find("fake"), &fake);
+	cdrv_set_heartbeat_timeout_ms(CDRV_MIN_HEARTBEAT_MS);
+	ck_assert_uint_eq(cdrv_stall_ms(), CDRV_MIN_HEARTBEAT_MS / 4);
+	check_stall(CDRV_MIN_HEARTBEAT_MS / 4);
+	/* the default (5 s): CDRV_STALL_MS */
+	cdrv_set_heartbeat_timeout_ms(CDRV_DEFAULT_HEARTBEAT_MS);
+	ck_assert_uint_eq(cdrv_stall_ms(), CDRV_STALL_MS);
+	check_stall(CDRV_STALL_MS);
+}
+END_TEST
+
 START_TEST(test_no_catch_up)
 {
 	cdrv_register(&plain);
@@ -130,6 +163,7 @@ static Suite *cdrv_tick_suite(void)
 	TCase *tc = tcase_create("stall");
 
 	tcase_add_test(tc, test_late);
+	tcase_add_test(tc, test_stall_below_heartbeat);
 	tcase_add_test(tc, test_no_catch_up);
 	suite_add_tcase(s, tc);
 	return s;
