@@ -426,12 +426,19 @@ static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 #define DIRECT_ALIGN 4096
 static bool direct_off; /* a file system without O_DIRECT: stop trying */
 
+/* a durable write of buf that may go direct: O_DIRECT is on, and all is aligned */
+static bool direct_ok(const void *buf, uint32_t len, uint64_t off)
+{
+	return !__atomic_load_n(&direct_off, __ATOMIC_RELAXED) &&
+	       !(((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1));
+}
+
 static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t off)
 {
 	struct fd_slot *sl;
 	int fd, ret;
 
-	if (direct_off || ((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1))
+	if (!direct_ok(buf, len, off))
 		return 1;
 	fd = fd_get(oid, &sl);
 	if (fd == -EINVAL) {
@@ -537,8 +544,7 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	 * (perf, a 3-node copies=3 512 MiB fresh write: 68% of all samples in
 	 * copy_folio_from_iter_atomic under pwrite)
 	 */
-	bool direct = sync && !cow_oid && !__atomic_load_n(&direct_off, __ATOMIC_RELAXED) &&
-		      !(((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1));
+	bool direct = sync && !cow_oid && direct_ok(buf, len, off);
 	char tmp[64];
 	int fd, ret = 0;
 
