@@ -88,7 +88,6 @@ static LIST_HEAD(all_clients);
 static int nr_clients, max_clients;
 static uint64_t tick; /* seconds since the first connection timer */
 static int tick_timer_fd = -1;
-static uint64_t nr_timed_out, nr_limit_pauses;
 static bool at_client_limit;
 /* listen.c's: a connection closed below the limit request_accept reported */
 static void (*room_fn)(void);
@@ -924,7 +923,6 @@ int request_accept(int fd, const struct sockaddr_storage *ss)
 			   "%d connections: not accepting more until one closes "
 			   "(--max-connections)",
 			   nr_clients);
-	nr_limit_pauses++;
 	at_client_limit = true;
 	return 1;
 }
@@ -949,7 +947,6 @@ static void client_tick(int fd, uint32_t events, void *data)
 		if (!why)
 			continue;
 		sd_log_ratelimited(60, SDOG_INFO, "closing %s", why);
-		nr_timed_out++;
 		close_client(ci);
 	}
 }
