@@ -44,6 +44,13 @@ const char *sd_strerror(int result);
  */
 int sd_read_full(int fd, void *buf, size_t len);
 int sd_write_full(int fd, const void *buf, size_t len);
+/*
+ * The buffers of iov[0..n) in one writev where the fd takes them (a
+ * request's header and payload in one send, as a corked client sends
+ * them), the rest after a short write. iov is consumed. 0 or -errno.
+ */
+struct iovec;
+int sd_writev_full(int fd, struct iovec *iov, int n);
 
 /* pread/pwrite whole ranges; pread zero-fills past EOF. 0 or -errno. */
 int sd_pread_full(int fd, void *buf, size_t len, off_t off);

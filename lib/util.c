@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "util.h"
 
@@ -113,6 +114,26 @@ int sd_write_full(int fd, const void *buf, size_t len)
 		}
 		p += n;
 		len -= n;
+	}
+	return 0;
+}
+
+int sd_writev_full(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t done = writev(fd, iov, n);
+
+		if (done < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (; n > 0 && (size_t)done >= iov->iov_len; iov++, n--)
+			done -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + done;
+			iov->iov_len -= (size_t)done;
+		}
 	}
 	return 0;
 }

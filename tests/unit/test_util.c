@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -214,6 +216,38 @@ START_TEST(test_read_write_full_pipe)
 }
 END_TEST
 
+/* three buffers through a pipe smaller than they are: writev's short writes resume mid-buffer */
+START_TEST(test_writev_full_pipe)
+{
+	static char out[3][70001], in[sizeof(out)];
+	struct iovec iov[4];
+	int p[2], status;
+	pid_t pid;
+
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i / sizeof(out[0])][i % sizeof(out[0])] = (char)(i * 13 + 5);
+	for (int i = 0; i < 3; i++)
+		iov[i] = (struct iovec){ out[i], sizeof(out[i]) };
+	iov[3] = (struct iovec){ NULL, 0 }; /* an empty one at the end is no write */
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		_exit(sd_writev_full(p[1], iov, 4) ? 1 : 0);
+	}
+	close(p[1]);
+	ck_assert_int_eq(sd_read_full(p[0], in, sizeof(in)), 0);
+	ck_assert_int_eq(memcmp(in, out, sizeof(in)), 0);
+	ck_assert_int_eq(sd_read_full(p[0], in, 1), -ECONNRESET);
+	close(p[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(sd_writev_full(-1, iov, 1), -EBADF);
+	ck_assert_int_eq(sd_writev_full(-1, iov, 0), 0);
+}
+END_TEST
+
 START_TEST(test_read_full_bad_fd)
 {
 	char c;
@@ -311,6 +345,7 @@ static Suite *util_suite(void)
 
 	tc = tcase_create("io");
 	tcase_add_test(tc, test_read_write_full_pipe);
+	tcase_add_test(tc, test_writev_full_pipe);
 	tcase_add_test(tc, test_read_full_bad_fd);
 	tcase_add_test(tc, test_pread_pwrite_full);
 	tcase_add_test(tc, test_mkdir_p);
