@@ -11,7 +11,11 @@
  * 512M), write4k / read4k (4 KiB at random 4 KiB-aligned offsets within
  * SIZE, for SECONDS seconds, default 3). Environment: QD requests in flight
  * (default 1); for raw, DSYNC=1 opens the file O_DIRECT|O_DSYNC (the disk's
- * durable write rate), otherwise O_DIRECT. Sheep writes are write-through
+ * durable write rate), otherwise O_DIRECT. A request to a sheep goes out
+ * header and payload in one send, as QEMU's corked send; at QD 1 one
+ * thread sends each request and reads its reply, as QEMU's one event loop
+ * does (a sender and a receiver thread would add a wake-up of the client's
+ * own to every request). Sheep writes are write-through
  * (no cache flag), as QEMU sends them with cache=writethrough; CACHE=1
  * sets the cache flag on every request, as QEMU's default (writeback)
  * does, and the writes need not be durable before their answer.
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 #include "net.h"
 #include "sheepdog_proto.h"
@@ -228,6 +233,33 @@ static void make_req(const struct op *op, int slot, struct sd_req *hdr)
 	}
 }
 
+/* a request's header and payload in one send, as QEMU's corked send */
+static void send_req(struct sd_req *hdr, bool inode_update)
+{
+	struct iovec iov[2] = { { hdr, sizeof(*hdr) }, { NULL, 0 } };
+	int ret;
+
+	if (hdr->flags & SD_FLAG_CMD_WRITE)
+		iov[1] = (struct iovec){ inode_update ? (void *)&g.vid : g.wbuf, hdr->data_length };
+	ret = sd_writev_full(g.fd, iov, 2);
+	if (ret)
+		die("send failed", -ret);
+}
+
+/* the reply to a request, its payload read into rbuf and dropped */
+static void recv_rsp(struct sd_rsp *rsp, void *rbuf)
+{
+	if (sd_read_full(g.fd, rsp, sizeof(*rsp)))
+		die("the sheep closed the connection", 0);
+	if (rsp->data_length > OBJ ||
+	    (rsp->data_length && sd_read_full(g.fd, rbuf, rsp->data_length)))
+		die("bad reply", 0);
+	if (rsp->result) {
+		fprintf(stderr, "io-load: %s\n", sd_strerror(rsp->result));
+		exit(1);
+	}
+}
+
 static void *sheep_sender(void *arg)
 {
 	for (;;) {
@@ -266,10 +298,7 @@ static void *sheep_sender(void *arg)
 		make_req(&op, slot, &hdr);
 		pthread_cond_broadcast(&g.cond); /* the receiver waits for work */
 		pthread_mutex_unlock(&g.lock);
-		if (sd_write_full(g.fd, &hdr, sizeof(hdr)) ||
-		    (hdr.flags & SD_FLAG_CMD_WRITE &&
-		     sd_write_full(g.fd, op.inode_update ? (void *)&g.vid : g.wbuf, hdr.data_length)))
-			die("send failed", errno);
+		send_req(&hdr, op.inode_update);
 	}
 }
 
@@ -292,14 +321,7 @@ static void *sheep_receiver(void *arg)
 		pthread_mutex_unlock(&g.lock);
 		if (done)
 			break;
-		if (sd_read_full(g.fd, &rsp, sizeof(rsp)))
-			die("the sheep closed the connection", 0);
-		if (rsp.data_length > OBJ || (rsp.data_length && sd_read_full(g.fd, rbuf, rsp.data_length)))
-			die("bad reply", 0);
-		if (rsp.result) {
-			fprintf(stderr, "io-load: %s\n", sd_strerror(rsp.result));
-			exit(1);
-		}
+		recv_rsp(&rsp, rbuf);
 		if (rsp.id >= (uint32_t)g.qd)
 			die("reply to an unknown request", 0);
 		pthread_mutex_lock(&g.lock);
@@ -324,9 +346,49 @@ static void *sheep_receiver(void *arg)
 	return NULL;
 }
 
+/*
+ * Queue depth 1: one thread sends a request and reads its reply, as QEMU's
+ * one event loop does (a sender and a receiver thread would add a thread
+ * wake-up of the client's own to each request). A create's inode update
+ * follows it and ends the request.
+ */
+static void run_sheep_qd1(void)
+{
+	void *rbuf = malloc(OBJ);
+	struct op op;
+
+	if (!rbuf)
+		die("out of memory", 0);
+	while (next_op(&op)) {
+		uint32_t idx = (uint32_t)(op.off / OBJ);
+		uint64_t t0 = sd_now_ns();
+		bool create = op.write && g.map[idx] != g.vid;
+		struct sd_req hdr;
+		struct sd_rsp rsp;
+
+		make_req(&op, 0, &hdr);
+		send_req(&hdr, false);
+		recv_rsp(&rsp, rbuf);
+		if (create) {
+			g.map[idx] = g.vid;
+			op.inode_update = true;
+			make_req(&op, 0, &hdr);
+			send_req(&hdr, true);
+			recv_rsp(&rsp, rbuf);
+		}
+		record(t0);
+	}
+	free(rbuf);
+}
+
 static void run_sheep(void)
 {
 	pthread_t s, r;
+
+	if (g.qd == 1) {
+		run_sheep_qd1();
+		return;
+	}
 
 	if (pthread_create(&s, NULL, sheep_sender, NULL) ||
 	    pthread_create(&r, NULL, sheep_receiver, NULL))
