@@ -50,26 +50,12 @@ static int one_send_req(int fd, struct sd_req *hdr, void *buf, uint32_t wlen, ui
 			struct sd_rsp *rsp)
 {
 	struct iovec iov[2] = { { hdr, sizeof(*hdr) }, { buf, wlen } };
-	size_t left = sizeof(*hdr) + wlen;
-	int n = 2, i = 0, ret;
+	int ret = sd_writev_full(fd, iov, 2);
 	char sink[4096];
 	uint32_t len;
 
-	while (left) {
-		ssize_t done = writev(fd, iov + i, n - i);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done <= 0)
-			return done < 0 ? -errno : -EPIPE;
-		left -= (size_t)done;
-		for (; i < n && (size_t)done >= iov[i].iov_len; i++)
-			done -= (ssize_t)iov[i].iov_len;
-		if (i < n) {
-			iov[i].iov_base = (char *)iov[i].iov_base + done;
-			iov[i].iov_len -= (size_t)done;
-		}
-	}
+	if (ret)
+		return ret;
 	ret = sd_read_full(fd, rsp, sizeof(*rsp));
 	len = rsp->data_length < rlen ? rsp->data_length : rlen;
 	if (!ret && len)
