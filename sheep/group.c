@@ -598,6 +598,67 @@ bool group_is_joining(void)
 	return __atomic_load_n(&cs.joining, __ATOMIC_ACQUIRE);
 }
 
+/* a member's epoch logs can be ones: 0 or -EINVAL */
+static int check_logs(const struct sd_epoch_log *logs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES)
+			return -EINVAL;
+	return 0;
+}
+
+/*
+ * Whether this node may take a member's epoch history (logs[n], newest
+ * first; their newest epoch their_epoch) for its own. Not when this node
+ * stored an epoch that the member did not: a newer one, or one of the same
+ * number with other nodes (the histories forked, as when a node that was
+ * down for the last epochs restarted first and counted epochs alone).
+ * Taking it would set this node's objects aside and recover the member's,
+ * which may be older: acknowledged writes would be lost. A node whose own
+ * newest epoch the member's history holds alike was only away: its copies
+ * may be older, never newer. Caller holds cs_lock. 0 or -ESTALE (logged).
+ */
+static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, int n)
+{
+	struct sd_epoch_log *own;
+	int ret = 0;
+
+	if (!cs.formatted || cs.epoch == 0)
+		return 0;
+	if (cs.epoch > their_epoch) {
+		sd_err("this node stored epoch %" PRIu32 ", newer than the cluster's %" PRIu32,
+		       cs.epoch, their_epoch);
+		return -ESTALE;
+	}
+	own = malloc(sizeof(*own));
+	if (!own)
+		return -ENOMEM;
+	for (int i = 0; i < n && !ret; i++) {
+		if (logs[i].epoch > cs.epoch || read_epoch_log(logs[i].epoch, own))
+			continue; /* not stored here: nothing to compare */
+		if (!same_nodes(own->nodes, (int)own->nr_nodes, logs[i].nodes,
+				(int)logs[i].nr_nodes)) {
+			sd_err("epoch %" PRIu32 " has other nodes here than in the cluster: "
+			       "the histories forked", logs[i].epoch);
+			ret = -ESTALE;
+		}
+	}
+	free(own);
+	return ret;
+}
+
+int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
+{
+	int ret = 0;
+
+	sd_mutex_lock(&cs_lock);
+	/* another cluster's or an unformatted one's: group_adopt says so */
+	if (rsp->cinfo.status == SD_STATUS_OK && cs.formatted && cs.ctime == rsp->cinfo.ctime)
+		ret = check_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n);
+	sd_mutex_unlock(&cs_lock);
+	return ret;
+}
+
 /*
  * Take the state that member answered (rsp: STAT_CLUSTER's cinfo, logs[n]
  * newest first) as this node's: its format, epoch and epoch history. Only
@@ -605,7 +666,9 @@ bool group_is_joining(void)
  * sees now (-EAGAIN otherwise: one of the two has not caught up yet).
  * -EINVAL when the member belongs to another cluster (another format) or
  * sent a log that cannot be one (epoch 0, more than SD_MAX_NODES nodes)
- * or a format this daemon cannot serve (copies, object size).
+ * or a format this daemon cannot serve (copies, object size); -ESTALE when
+ * this node's own history is newer or forked (see check_history): it must
+ * not take the member's.
  */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
 {
@@ -624,14 +687,8 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	}
 	/* what the member sent is checked before any of it is used or written */
 	ret = check_format(rsp->cinfo.copies, rsp->cinfo.block_size_shift, "the cluster's state");
-	if (ret)
+	if (ret || (ret = check_logs(logs, n)))
 		goto out_unlock;
-	for (int i = 0; i < n; i++) {
-		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES) {
-			ret = -EINVAL;
-			goto out_unlock;
-		}
-	}
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
 	    !same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
 		ret = -EAGAIN;
@@ -641,6 +698,9 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 		ret = -EINVAL;
 		goto out_unlock;
 	}
+	ret = check_history(rsp->cinfo.epoch, logs, n);
+	if (ret)
+		goto out_unlock;
 	for (int i = 0; i < n && !ret; i++)
 		ret = write_epoch_log(logs[i].epoch, logs[i].nodes, (int)logs[i].nr_nodes);
 	if (!ret && !cs.formatted) {

@@ -578,8 +578,13 @@ void recovery_kick(void)
 
 /* ---- joining ---- */
 
-/* learn the cluster's state from a member: SD_RES_* */
-static int learn_state(struct sd_node_id *from)
+/*
+ * Learn the cluster's state from a member (the oldest that is not this
+ * node): 0 or -errno. check_only: only whether this node may take its
+ * history (group_check_history), on the first answer; otherwise take it
+ * (group_adopt), asking again while the member has not caught up.
+ */
+static int learn_state(struct sd_node_id *from, bool check_only)
 {
 	size_t len = JOIN_MAX_LOGS * sizeof(struct sd_epoch_log);
 	struct sd_epoch_log *logs = malloc(len);
@@ -595,20 +600,40 @@ static int learn_state(struct sd_node_id *from)
 				     .opcode = SD_OP_STAT_CLUSTER,
 				     .data_length = (uint32_t)len };
 		struct sd_rsp rsp;
+		int n;
 
 		if (tries)
 			sleep_ms(JOIN_SLEEP_MS);
 		group_get_state(cs);
-		/* the oldest member that is not this node */
 		*from = cs->nodes[cs->local_idx == 0 ? 1 : 0].nid;
 		if (peer_request(from, &rq, NULL, logs, &rsp) || rsp.result != SD_RES_SUCCESS)
 			continue;
-		ret = group_adopt(&rsp, logs, (int)(rsp.data_length / sizeof(*logs)));
+		n = (int)(rsp.data_length / sizeof(*logs));
+		ret = check_only ? group_check_history(&rsp, logs, n) : group_adopt(&rsp, logs, n);
 	}
 out_free:
 	free(cs);
 	free(logs);
 	return ret;
+}
+
+/* a join refused (ret: learn_state's): the reason, and the daemon stops */
+static void join_refused(int ret)
+{
+	if (ret == -ESTALE)
+		sd_emerg("refused to join: this node holds epochs that the running cluster "
+			 "does not (see above), so its objects may be newer than the "
+			 "cluster's; joining would replace them. Stop the running nodes and "
+			 "start the nodes of the newest epoch first (sheep.log: 'epoch N'), "
+			 "then the others");
+	else if (ret == -EINVAL)
+		sd_emerg("refused to join: this directory belongs to another cluster "
+			 "(another format), the cluster is not formatted while this node is, "
+			 "or it answered a state this node cannot use (see above)");
+	else
+		sd_emerg("cannot learn the state of the cluster: %s", strerror(-ret));
+	sys.exit_status = 1;
+	sheep_request_shutdown();
 }
 
 static void join_fn(struct work *w)
@@ -618,6 +643,12 @@ static void join_fn(struct work *w)
 	int ret;
 
 	set_info(0, SD_RECOVERY_JOINING);
+	/* a history newer than the member's: refused before any object moves */
+	ret = learn_state(&from, true);
+	if (ret) {
+		join_refused(ret);
+		return;
+	}
 	/* before any peer can reach this node on the cluster's epoch */
 	ret = sd_store->stale_all(&nr_stale);
 	if (ret) {
@@ -629,19 +660,9 @@ static void join_fn(struct work *w)
 	if (nr_stale)
 		sd_info("%" PRIu64 " object(s) set aside as stale until recovered", nr_stale);
 	count(&info.nr_stale, nr_stale);
-	ret = learn_state(&from);
-	if (ret == -EINVAL) {
-		sd_emerg("refused to join: this directory belongs to another cluster "
-			 "(another format), the cluster is not formatted while this node is, "
-			 "or it answered a state this node cannot use (see above)");
-		sys.exit_status = 1;
-		sheep_request_shutdown();
-		return;
-	}
+	ret = learn_state(&from, false);
 	if (ret) {
-		sd_emerg("cannot learn the state of the cluster: %s", strerror(-ret));
-		sys.exit_status = 1;
-		sheep_request_shutdown();
+		join_refused(ret);
 		return;
 	}
 	if (group_is_formatted()) {

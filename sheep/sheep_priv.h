@@ -233,6 +233,13 @@ bool group_is_formatted(void);
 bool group_is_joining(void);
 /* see group.c: 0, -EAGAIN (retry) or -errno */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
+/*
+ * Before a joining node touches its objects: may it take this member's
+ * answer (STAT_CLUSTER) as its history? 0, or -ESTALE when its own history
+ * is newer or forked (group.c: check_history), -EINVAL for logs that
+ * cannot be ones.
+ */
+int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
 uint8_t group_copies(void);
 int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
