@@ -382,6 +382,8 @@ static bool is_client_obj_op(uint8_t opcode)
 }
 
 #ifdef STAT_ENABLED
+/* a request's bytes in and out fit the 32 bits request_count adds them in */
+_Static_assert((uint64_t)SD_MAX_DATA_LEN * 2 <= UINT32_MAX, "bytes of a request");
 /* the client object ops are the opcodes below 4 (0 is no op: it never ends well) */
 _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_WRITE_OBJ == 3,
 	       "client object opcodes");
@@ -393,13 +395,21 @@ _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_W
 static inline __attribute__((always_inline)) void
 request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
 {
-	uint64_t now = stat_clock(), await, bytes;
-	uint64_t wr = (req->rq.flags & SD_FLAG_CMD_WRITE) ? 1 : 0;
+	uint64_t now = stat_clock(), await;
+	unsigned int opcode = req->rq.opcode;
+	uint32_t bytes = out;
 
-	bytes = out + (wr ? req->rq.data_length : 0);
+	/*
+	 * A test of the flag in memory (the VDI table counts by opcode, not by
+	 * this flag) and a 32-bit add: a write's payload is at most
+	 * SD_MAX_DATA_LEN (new_request clears the flag above it), out at most
+	 * as much.
+	 */
+	if (req->rq.flags & SD_FLAG_CMD_WRITE)
+		bytes += req->rq.data_length;
 	await = stat_req_end(&req->stat, now, bytes, result != SD_RES_SUCCESS);
-	if (likely(result == SD_RES_SUCCESS) && req->rq.opcode <= SD_OP_WRITE_OBJ)
-		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, wr, bytes, await);
+	if (likely(result == SD_RES_SUCCESS) && opcode <= SD_OP_WRITE_OBJ)
+		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, opcode, bytes, await);
 }
 
 /* one not answered on a connection (the daemon's own, or its client is gone) */

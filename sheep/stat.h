@@ -408,7 +408,8 @@ STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t by
  */
 #define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
 struct stat_vdi_entry {
-	uint64_t nr[2]; /* reads, writes */
+	/* by opcode (SD_OP_CREATE_AND_WRITE_OBJ, _READ_OBJ, _WRITE_OBJ: 1-3; 0 unused) */
+	uint64_t nr[4];
 	uint64_t bytes;
 	uint64_t await;
 	uint64_t vid;
@@ -435,20 +436,24 @@ static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 
 /* the count of an oid whose key is not in the cache: its entry into the cache, and the adds */
 __attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid,
-					       uint64_t is_write, uint64_t bytes, uint64_t await);
+					       unsigned int opcode, uint64_t bytes, uint64_t await);
 
-/* of the object *oid (its key: the upper 32 bits); is_write: 0 or 1 */
-STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
+/*
+ * Of the object *oid (its key: the upper 32 bits) by a client object op
+ * (opcode 1-3; the caller checked it): counted by opcode, a reader adds the
+ * two writes, so the hot path needs the write flag as no index.
+ */
+STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, unsigned int opcode,
 				uint64_t bytes, uint64_t await)
 {
 	struct stat_vdi_entry *e = vc->e;
 
 	/* a call that returns nothing: no register of the caller's has to live across it */
 	if (unlikely(vc->key != (uint32_t)(*oid >> 32))) {
-		stat_vdi_count_miss(vc, oid, is_write, bytes, await);
+		stat_vdi_count_miss(vc, oid, opcode, bytes, await);
 		return;
 	}
-	e->nr[is_write]++;
+	e->nr[opcode]++;
 	e->bytes += bytes;
 	e->await += await;
 }

@@ -325,10 +325,16 @@ START_TEST(test_hangs_off)
 }
 END_TEST
 
-/* a count of the object oid */
-static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, uint64_t w, uint64_t b, uint64_t a)
+/* a count of the object oid by a write (WRITE_OBJ) or a read */
+static void vdi_count_op(struct stat_vdi_cache *vc, uint64_t oid, unsigned int opcode, uint64_t b,
+			 uint64_t a)
 {
-	stat_vdi_count(vc, &oid, w, b, a);
+	stat_vdi_count(vc, &oid, opcode, b, a);
+}
+
+static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, bool w, uint64_t b, uint64_t a)
+{
+	vdi_count_op(vc, oid, w ? SD_OP_WRITE_OBJ : SD_OP_READ_OBJ, b, a);
 }
 
 START_TEST(test_vdis)
@@ -349,12 +355,14 @@ START_TEST(test_vdis)
 	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 0, 0);
 	/* a connection that changes VDI: its cache follows */
 	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
-	vdi_count(&c3, vid_to_data_oid(0x11, 0), true, 1, 1);
+	/* a create-and-write is a write */
+	vdi_count_op(&c3, vid_to_data_oid(0x11, 0), SD_OP_CREATE_AND_WRITE_OBJ, 1, 1);
 	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
 	vdi_count(&c3, vid_to_data_oid(0x11, 0), false, 1, 1);
 	/* 37 more: 0x110 and 0x120-0x124 find their entries taken */
 	for (uint32_t vid = 0x100; vid < 0x100 + 37; vid++)
-		vdi_count(&c2, vid_to_data_oid(vid, 0), true, 1, 1);
+		vdi_count_op(&c2, vid_to_data_oid(vid, 0),
+			     vid & 1 ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ, 1, 1);
 	/* vid 0 is no VDI's: the overflow entry, cached or not */
 	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
 	stat_vdi_cache_init(&c2);
