@@ -266,11 +266,21 @@ static inline int stat_op_idx(uint8_t opcode)
 }
 
 /* the histogram slot of a latency in ticks: log2 of microseconds, 0 for 0-1 us */
-STAT_INLINE unsigned int stat_hist_slot(uint64_t ticks)
+STAT_INLINE uint64_t stat_hist_slot(uint64_t ticks)
 {
+#ifdef __x86_64__
+	uint64_t us;
+
+	/* gcc copies the upper half of its multiply out of rdx first: bsr it there */
+	__asm__("mulq %2" : "+a"(ticks), "=d"(us) : "rm"(stat_us_mult) : "cc");
+	us |= 1;
+	__asm__("bsrq %0, %0" : "+r"(us) : : "cc");
+	return us;
+#else
 	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 64);
 
-	return 63 - (unsigned int)__builtin_clzll(us | 1);
+	return 63 - (uint64_t)__builtin_clzll(us | 1);
+#endif
 }
 
 /*
@@ -331,8 +341,9 @@ STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters 
 {
 	uint64_t await = now - begin;
 
+	/* an asm gcc cannot turn into a cmov (two instructions): the jump is one */
 	if (unlikely((int64_t)await < 0))
-		await = 0;
+		__asm__("xorl %k0, %k0" : "=r"(await));
 	stat_busy_leave(&c->b, now);
 	stat_busy_leave(all, now);
 	stat_add(&c->hist[stat_hist_slot(await)], 1);
