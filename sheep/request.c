@@ -395,7 +395,7 @@ _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_W
 static inline __attribute__((always_inline)) void
 request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
 {
-	uint64_t now = stat_clock(), await;
+	uint64_t now = stat_clock_end(), await;
 	unsigned int opcode = req->rq.opcode;
 	uint32_t bytes = out;
 

@@ -77,6 +77,29 @@ STAT_INLINE uint64_t stat_clock(void)
 #endif
 }
 
+/*
+ * The same clock for the end of a request: on x86-64 the shift and the or
+ * in asm too, so that now is in rax, where the await is computed after the
+ * busy times (gcc puts the or's result in another register, and then
+ * copies it around the subtraction).
+ */
+STAT_INLINE uint64_t stat_clock_end(void)
+{
+#if defined(__x86_64__)
+	uint64_t now;
+
+	__asm__ volatile("rdtsc\n\t"
+			 "shlq $32, %%rdx\n\t"
+			 "orq %%rdx, %%rax"
+			 : "=a"(now)
+			 :
+			 : "rdx", "cc");
+	return now;
+#else
+	return stat_clock();
+#endif
+}
+
 /* ticks to ns, ns to ticks (after stat_init or stat_clock_set_scale) */
 uint64_t stat_clock_ns(uint64_t ticks);
 uint64_t stat_clock_ticks(uint64_t ns);
@@ -319,6 +342,32 @@ STAT_INLINE void stat_seq_end(struct stat_slot *s)
 #endif
 }
 
+/*
+ * now - begin, 0 if the clock went back (a TSC that is not synchronized
+ * between CPUs, the thread having moved: the clamp stays). On x86-64 the
+ * subtraction from memory and a jump on its sign, in rax, where
+ * stat_clock_end leaves now: in C, gcc makes the clamp a cmov (two
+ * instructions where the jump is one) or copies the difference in and out
+ * of another register around the jump.
+ */
+STAT_INLINE uint64_t stat_since(uint64_t now, const uint64_t *begin)
+{
+#ifdef __x86_64__
+	__asm__("subq %2, %0\n\t"
+		"jns 1f\n\t"
+		"xorl %k0, %k0\n"
+		"1:"
+		: "=a"(now)
+		: "0"(now), "m"(*begin)
+		: "cc");
+	return now;
+#else
+	uint64_t d = now - *begin;
+
+	return (int64_t)d < 0 ? 0 : d;
+#endif
+}
+
 /* a request of op idx begins: its counters, for stat_counters_end (NULL: not counted) */
 STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
 {
@@ -336,16 +385,15 @@ STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
 }
 
 /* the counting of an end, inside the slot's sequence count if it has one: its await */
-STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c, uint64_t begin,
-				    uint64_t now, uint64_t bytes, bool error)
+STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c,
+				    const uint64_t *begin, uint64_t now, uint64_t bytes, bool error)
 {
-	uint64_t await = now - begin;
+	uint64_t await;
 
-	/* an asm gcc cannot turn into a cmov (two instructions): the jump is one */
-	if (unlikely((int64_t)await < 0))
-		__asm__("xorl %k0, %k0" : "=r"(await));
+	/* the busy times first: now is dead after them, the await takes its register */
 	stat_busy_leave(&c->b, now);
 	stat_busy_leave(all, now);
+	await = stat_since(now, begin);
 	stat_add(&c->hist[stat_hist_slot(await)], 1);
 	stat_add(&c->await, await);
 	stat_add(&c->bytes, bytes);
@@ -362,7 +410,7 @@ STAT_INLINE uint64_t stat_counters_end(struct stat_counters *c, uint64_t begin, 
 	uint64_t await;
 
 	stat_seq_begin(s);
-	await = stat_count_end(&s->all, c, begin, now, bytes, error);
+	await = stat_count_end(&s->all, c, &begin, now, bytes, error);
 	stat_seq_end(s);
 	return await;
 }
@@ -405,7 +453,7 @@ STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t by
 	if (!c)
 		return 0;
 	sr->c = NULL;
-	return stat_count_end(&stat_main_slot.all, c, sr->begin, now, bytes, error);
+	return stat_count_end(&stat_main_slot.all, c, &sr->begin, now, bytes, error);
 }
 
 /*
