@@ -396,6 +396,7 @@ static inline __attribute__((always_inline)) void
 request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
 {
 	uint64_t now = stat_clock_end(), await;
+	struct stat_counters *c;
 	unsigned int opcode = req->rq.opcode;
 	uint32_t bytes = out;
 
@@ -407,9 +408,12 @@ request_count(struct request *req, struct client_info *ci, int result, uint32_t 
 	 */
 	if (req->rq.flags & SD_FLAG_CMD_WRITE)
 		bytes += req->rq.data_length;
-	await = stat_req_end(&req->stat, now, bytes, result != SD_RES_SUCCESS);
+	c = stat_req_end_sums(&req->stat, now, bytes, result != SD_RES_SUCCESS, &await);
+	/* the completion last (see stat_count_sums), in the VDI table's count if there is one */
 	if (likely(result == SD_RES_SUCCESS) && opcode <= SD_OP_WRITE_OBJ)
-		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, opcode, bytes, await);
+		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, opcode, bytes, await, c);
+	else if (c)
+		stat_count_hist(c, await);
 }
 
 /* one not answered on a connection (the daemon's own, or its client is gone) */

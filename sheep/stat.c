@@ -261,7 +261,7 @@ void stat_req_untrack(struct stat_track *t)
 #endif
 
 void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, unsigned int opcode,
-			 uint64_t bytes, uint64_t await)
+			 uint64_t bytes, uint64_t await, struct stat_counters *c)
 {
 	uint32_t key = (uint32_t)(*oid >> 32), vid = oid_to_vid(*oid);
 	struct stat_vdi_entry *e = &stat_vdis[vid & (STAT_VDI_SLOTS - 1)];
@@ -276,6 +276,8 @@ void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, unsigne
 	e->nr[opcode]++;
 	e->bytes += bytes;
 	e->await += await;
+	if (c)
+		stat_count_hist(c, await);
 }
 
 int stat_read_vdis(struct sd_stat_vdi *out, int max)

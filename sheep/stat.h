@@ -384,9 +384,16 @@ STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
 	return c;
 }
 
-/* the counting of an end, inside the slot's sequence count if it has one: its await */
-STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c,
-				    const uint64_t *begin, uint64_t now, uint64_t bytes, bool error)
+/*
+ * The counting of an end, inside the slot's sequence count if it has one,
+ * in two steps: the sums (busy times, await, bytes, error), which return
+ * the await, then the completion in the histogram. A caller with more to
+ * add of the await (the VDI table) does it between the two, so that the
+ * histogram's multiply, which takes rax, is the await's last use (no copy).
+ */
+STAT_INLINE uint64_t stat_count_sums(struct stat_busy *all, struct stat_counters *c,
+				     const uint64_t *begin, uint64_t now, uint64_t bytes,
+				     bool error)
 {
 	uint64_t await;
 
@@ -394,11 +401,25 @@ STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters 
 	stat_busy_leave(&c->b, now);
 	stat_busy_leave(all, now);
 	await = stat_since(now, begin);
-	stat_add(&c->hist[stat_hist_slot(await)], 1);
 	stat_add(&c->await, await);
 	stat_add(&c->bytes, bytes);
 	if (unlikely(error))
 		stat_add(&c->nr_errors, 1);
+	return await;
+}
+
+STAT_INLINE void stat_count_hist(struct stat_counters *c, uint64_t await)
+{
+	stat_add(&c->hist[stat_hist_slot(await)], 1);
+}
+
+/* both: its await */
+STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c,
+				    const uint64_t *begin, uint64_t now, uint64_t bytes, bool error)
+{
+	uint64_t await = stat_count_sums(all, c, begin, now, bytes, error);
+
+	stat_count_hist(c, await);
 	return await;
 }
 
@@ -445,15 +466,33 @@ static inline bool stat_req_active(const struct stat_req *sr)
 	return sr->c != NULL;
 }
 
-/* the request ends (a second end is ignored): its await in ticks */
-STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
+/*
+ * The request ends, but for its completion, which the caller counts with
+ * stat_count_hist(its counters, *await) next: its counters, NULL when it
+ * is not active (a second end is ignored; *await is 0).
+ */
+STAT_INLINE struct stat_counters *stat_req_end_sums(struct stat_req *sr, uint64_t now,
+						    uint64_t bytes, bool error, uint64_t *await)
 {
 	struct stat_counters *c = sr->c;
 
+	*await = 0;
 	if (!c)
-		return 0;
+		return NULL;
 	sr->c = NULL;
-	return stat_count_end(&stat_main_slot.all, c, &sr->begin, now, bytes, error);
+	*await = stat_count_sums(&stat_main_slot.all, c, &sr->begin, now, bytes, error);
+	return c;
+}
+
+/* the request ends (a second end is ignored): its await in ticks */
+STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
+{
+	uint64_t await;
+	struct stat_counters *c = stat_req_end_sums(sr, now, bytes, error, &await);
+
+	if (c)
+		stat_count_hist(c, await);
+	return await;
 }
 
 /*
@@ -493,28 +532,37 @@ static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 	vc->e = &stat_vdis[STAT_VDI_SLOTS];
 }
 
-/* the count of an oid whose key is not in the cache: its entry into the cache, and the adds */
+/*
+ * The count of an oid whose key is not in the cache: its entry into the
+ * cache, the adds, and last the completion in c's histogram
+ * (stat_count_hist; none if c is NULL).
+ */
 __attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid,
-					       unsigned int opcode, uint64_t bytes, uint64_t await);
+					       unsigned int opcode, uint64_t bytes, uint64_t await,
+					       struct stat_counters *c);
 
 /*
  * Of the object *oid (its key: the upper 32 bits) by a client object op
  * (opcode 1-3; the caller checked it): counted by opcode, a reader adds the
- * two writes, so the hot path needs the write flag as no index.
+ * two writes, so the hot path needs the write flag as no index. Then the
+ * completion in c's histogram (none if c is NULL), the caller's last
+ * count (see stat_count_sums), done by the miss's call too: a call that
+ * returns nothing, no register of the caller's lives across it.
  */
 STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, unsigned int opcode,
-				uint64_t bytes, uint64_t await)
+				uint64_t bytes, uint64_t await, struct stat_counters *c)
 {
 	struct stat_vdi_entry *e = vc->e;
 
-	/* a call that returns nothing: no register of the caller's has to live across it */
 	if (unlikely(vc->key != (uint32_t)(*oid >> 32))) {
-		stat_vdi_count_miss(vc, oid, opcode, bytes, await);
+		stat_vdi_count_miss(vc, oid, opcode, bytes, await, c);
 		return;
 	}
 	e->nr[opcode]++;
 	e->bytes += bytes;
 	e->await += await;
+	if (c)
+		stat_count_hist(c, await);
 }
 
 /* report each request in flight past the threshold, once; returns how many are now */
