@@ -22,23 +22,37 @@
  * The hot path is inline here, no lock, no atomic read-modify-write, no
  * call, one more clock read (at a request's end; its begin is the
  * request's start, which both builds read). Its instructions per request
- * (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly; callgrind
- * agrees function by function against a --disable-stats build):
- *   begin (client_rx): skip STAT_READ 2, the op's counters 1 + a store 1,
- *   busy 2 + 2;
- *   end (request_done): active check 3, clock 3, a write's payload 4,
- *   await 4, not active any more 1, busy 2 + 2, histogram 6, sums 2,
- *   the error test 2, a reload 1; the VDI table 10 (op check 2, the
- *   connection's key and entry 5, sums 3);
- *   the work queue counts 4 (on workers: taken, done, the worker's tid).
- * ~55 in all. tests/bench/stat-overhead, against a --disable-stats build,
- * finds 44-60 (which thread waits for a lock varies from run to run): of a
- * 4 KiB read's ~3,030 instructions 0.986, of a write's ~3,340 0.983, short
- * of the 0.99 target (~30). The counters and busy times alone are ~41
- * (0.987), the VDI table and the queue counts the rest: no part fits in 30
- * without dropping a counter. The hang check costs nothing per request
- * (from 11), and the stall check before a request reads no clock of its
- * own any more, in both builds (group_catch_up, from ~40 to ~5).
+ * (gcc 12 -O2, x86-64, a 4 KiB read at queue depth 1, where every request
+ * enters and leaves a busy interval; counted in the disassembly, and
+ * callgrind agrees function by function against a --disable-stats build):
+ *   begin (client_rx) 11: the opcode 1, skip STAT_READ 2, the op's
+ *   counters 1 + a store 1, busy 3 + 3 (the in-flight count, its jump, the
+ *   clock);
+ *   end (request_done) 37: active check 3 (its jump is the one back from
+ *   reply_prepare), the reply's length and result 2, clock 3, a write's
+ *   payload 2 (3 for a write: the flag tested in memory, the add), not
+ *   active any more 1, busy 3 + 3, await 2 (a subtraction from memory, the
+ *   clamp's jump), sums 2, the error test 2, the VDI table 10 (the opcode
+ *   1, op check 2, the connection's key and entry 4, sums 3), and last the
+ *   histogram 4 (multiply, or, bsr, add: the await's last use, no copy);
+ *   the work queue counts 4 (on workers: taken, done, the worker's tid and
+ *   its reload from the stack).
+ * 52 in all; a write ~55 (its payload, and request_done tests replied
+ * again after the counting: 2). tests/bench/stat-overhead (callgrind,
+ * against a --disable-stats build of the same tree): a 4 KiB read 3,240
+ * against 3,188 instructions, 0.984, short of the 0.99 target (~32); a
+ * write's event loop turns per request vary from run to run (1.5-2.3),
+ * which moves its totals by more than the statistics cost. The counters
+ * and busy times alone are 38, the VDI table and the queue counts the
+ * rest: no part fits in 32 without dropping a counter. Tried and left:
+ * STAT_READ in a row of its own whose TOTAL busy time is reached through
+ * the row (the begin's compare goes, each end pays that load and the
+ * row's address: nothing saved); an end without the active check (a
+ * second end would dereference NULL); no await clamp (a TSC need not be
+ * synchronized between the CPUs the main thread runs on). The hang check
+ * costs nothing per request (from 11), and the stall check before a
+ * request reads no clock of its own any more, in both builds
+ * (group_catch_up, from ~40 to ~5).
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
