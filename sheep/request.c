@@ -406,11 +406,11 @@ request_count(struct request *req, struct client_info *ci, int result, uint32_t 
 	 * SD_MAX_DATA_LEN (new_request clears the flag above it), out at most
 	 * as much.
 	 */
-	if (req->rq.flags & SD_FLAG_CMD_WRITE)
+	if (likely(req->rq.flags & SD_FLAG_CMD_WRITE)) /* the layout: see stat_busy_enter */
 		bytes += req->rq.data_length;
 	c = stat_req_end_sums(&req->stat, now, bytes, result != SD_RES_SUCCESS, &await);
 	/* the completion last (see stat_count_sums), in the VDI table's count if there is one */
-	if (likely(result == SD_RES_SUCCESS) && opcode <= SD_OP_WRITE_OBJ)
+	if (likely(result == SD_RES_SUCCESS && opcode <= SD_OP_WRITE_OBJ)) /* most are object I/O */
 		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, opcode, bytes, await, c);
 	else if (c)
 		stat_count_hist(c, await);
@@ -427,6 +427,20 @@ static __attribute__((noinline)) void request_count_unsent(struct request *req)
 	request_count(req, req->ci, req->rp.result, out);
 }
 #endif
+
+/* a request answered on its connection (request_done): what it sent */
+static inline __attribute__((always_inline)) void request_count_sent(struct request *req,
+								     struct client_info *ci)
+{
+#ifdef STAT_ENABLED
+	/* all but a statistics reader's */
+	if (likely(stat_req_active(&req->stat)))
+		request_count(req, ci, req->rp.result, req->rp.data_length);
+#else
+	(void)req;
+	(void)ci;
+#endif
+}
 
 /* the reply's header, from the request and its result (any thread) */
 static void reply_prepare(struct request *req)
@@ -468,16 +482,15 @@ void request_done(struct request *req)
 	}
 	if (!req->replied)
 		reply_prepare(req);
-#ifdef STAT_ENABLED
-	if (stat_req_active(&req->stat))
-		request_count(req, ci, req->rp.result, req->rp.data_length);
-#endif
+	/* counted after the test of replied: the counting's stores would have gcc test it again */
 	if (req->replied) { /* a worker sent it (reply_early): only the accounting is left */
+		request_count_sent(req, ci);
 		ci->last_active = tick;
 		free_request(req);
 		flush_tx(ci);
 		return;
 	}
+	request_count_sent(req, ci);
 	/* a reply without payload does not hold its buffer while it waits to be sent */
 	if (!req->rp.data_length)
 		req_free_data(req);
