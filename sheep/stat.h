@@ -28,29 +28,29 @@
  *   begin (client_rx) 11: the opcode 1, skip STAT_READ 2, the op's
  *   counters 1 + a store 1, busy 3 + 3 (the in-flight count, its jump, the
  *   clock);
- *   end (request_done) 37: active check 3 (its jump is the one back from
- *   reply_prepare), the reply's length and result 2, clock 3, a write's
- *   payload 2 (3 for a write: the flag tested in memory, the add), not
- *   active any more 1, busy 3 + 3, await 2 (a subtraction from memory, the
- *   clamp's jump), sums 2, the error test 2, the VDI table 10 (the opcode
- *   1, op check 2, the connection's key and entry 4, sums 3), and last the
- *   histogram 4 (multiply, or, bsr, add: the await's last use, no copy);
- *   the work queue counts 4 (on workers: taken, done, the worker's tid and
- *   its reload from the stack).
- * 52 in all; a write ~55 (its payload, and request_done tests replied
- * again after the counting: 2). tests/bench/stat-overhead (callgrind,
- * against a --disable-stats build of the same tree): a 4 KiB read 3,240
- * against 3,188 instructions, 0.984, short of the 0.99 target (~32); a
- * write's event loop turns per request vary from run to run (1.5-2.3),
- * which moves its totals by more than the statistics cost. The counters
- * and busy times alone are 38, the VDI table and the queue counts the
- * rest: no part fits in 32 without dropping a counter. Tried and left:
- * STAT_READ in a row of its own whose TOTAL busy time is reached through
- * the row (the begin's compare goes, each end pays that load and the
- * row's address: nothing saved); an end without the active check (a
- * second end would dereference NULL); no await clamp (a TSC need not be
- * synchronized between the CPUs the main thread runs on). The hang check
- * costs nothing per request (from 11), and the stall check before a
+ *   end (request_done) 37: active check 3, the reply's length and
+ *   result 2, clock 3, a write's payload 2 (3 for a write: the flag
+ *   tested in memory, the add), not active any more 1, busy 3 + 3, await
+ *   2 (a subtraction from memory, the clamp's jump), sums 2, the error
+ *   test 2, the VDI table 10 (the opcode 1, op check 2, the connection's
+ *   key and entry 4, sums 3), and last the histogram 4 (multiply, or,
+ *   bsr, add: the await's last use, no copy);
+ *   the work queue counts 4 (on workers: taken, done, the worker's tid
+ *   and its reload from the stack).
+ * 52 in all, a write 53 (its payload). tests/bench/stat-overhead
+ * (callgrind, against a --disable-stats build of the same tree): a 4 KiB
+ * read 3,240 against 3,188 instructions, 0.984, short of the 0.99 target
+ * (~32); a write's event loop turns per request vary from run to run
+ * (1.5-2.3), which moves its totals by more than the statistics cost. The
+ * counters and busy times alone are 38, the VDI table and the queue
+ * counts the rest: no part fits in 32 without dropping a counter. Tried
+ * and left: STAT_READ in a row of its own whose TOTAL busy time is
+ * reached through the row, so that no end tests for an active request
+ * (the begin's compare goes, each end pays that load and the row's
+ * address to mark the end: nothing saved; NULL as the mark would save one,
+ * and make a second end a NULL dereference); no await clamp (a TSC need
+ * not be synchronized between the CPUs the main thread runs on). The hang
+ * check costs nothing per request (from 11), and the stall check before a
  * request reads no clock of its own any more, in both builds
  * (group_catch_up, from ~40 to ~5).
  *
