@@ -382,6 +382,8 @@ static bool is_client_obj_op(uint8_t opcode)
 }
 
 #ifdef STAT_ENABLED
+/* a request's bytes in and out fit the 32 bits request_count adds them in */
+_Static_assert((uint64_t)SD_MAX_DATA_LEN * 2 <= UINT32_MAX, "bytes of a request");
 /* the client object ops are the opcodes below 4 (0 is no op: it never ends well) */
 _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_WRITE_OBJ == 3,
 	       "client object opcodes");
@@ -393,13 +395,25 @@ _Static_assert(SD_OP_CREATE_AND_WRITE_OBJ == 1 && SD_OP_READ_OBJ == 2 && SD_OP_W
 static inline __attribute__((always_inline)) void
 request_count(struct request *req, struct client_info *ci, int result, uint32_t out)
 {
-	uint64_t now = stat_clock(), await, bytes;
-	uint64_t wr = (req->rq.flags & SD_FLAG_CMD_WRITE) ? 1 : 0;
+	uint64_t now = stat_clock_end(), await;
+	struct stat_counters *c;
+	unsigned int opcode = req->rq.opcode;
+	uint32_t bytes = out;
 
-	bytes = out + (wr ? req->rq.data_length : 0);
-	await = stat_req_end(&req->stat, now, bytes, result != SD_RES_SUCCESS);
-	if (likely(result == SD_RES_SUCCESS) && req->rq.opcode <= SD_OP_WRITE_OBJ)
-		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, wr, bytes, await);
+	/*
+	 * A test of the flag in memory (the VDI table counts by opcode, not by
+	 * this flag) and a 32-bit add: a write's payload is at most
+	 * SD_MAX_DATA_LEN (new_request clears the flag above it), out at most
+	 * as much.
+	 */
+	if (likely(req->rq.flags & SD_FLAG_CMD_WRITE)) /* the layout: see stat_busy_enter */
+		bytes += req->rq.data_length;
+	c = stat_req_end_sums(&req->stat, now, bytes, result != SD_RES_SUCCESS, &await);
+	/* the completion last (see stat_count_sums), in the VDI table's count if there is one */
+	if (likely(result == SD_RES_SUCCESS && opcode <= SD_OP_WRITE_OBJ)) /* most are object I/O */
+		stat_vdi_count(&ci->stat_vdi, &req->rq.obj.oid, opcode, bytes, await, c);
+	else if (c)
+		stat_count_hist(c, await);
 }
 
 /* one not answered on a connection (the daemon's own, or its client is gone) */
@@ -413,6 +427,20 @@ static __attribute__((noinline)) void request_count_unsent(struct request *req)
 	request_count(req, req->ci, req->rp.result, out);
 }
 #endif
+
+/* a request answered on its connection (request_done): what it sent */
+static inline __attribute__((always_inline)) void request_count_sent(struct request *req,
+								     struct client_info *ci)
+{
+#ifdef STAT_ENABLED
+	/* all but a statistics reader's */
+	if (likely(stat_req_active(&req->stat)))
+		request_count(req, ci, req->rp.result, req->rp.data_length);
+#else
+	(void)req;
+	(void)ci;
+#endif
+}
 
 /* the reply's header, from the request and its result (any thread) */
 static void reply_prepare(struct request *req)
@@ -454,16 +482,15 @@ void request_done(struct request *req)
 	}
 	if (!req->replied)
 		reply_prepare(req);
-#ifdef STAT_ENABLED
-	if (stat_req_active(&req->stat))
-		request_count(req, ci, req->rp.result, req->rp.data_length);
-#endif
+	/* counted after the test of replied: the counting's stores would have gcc test it again */
 	if (req->replied) { /* a worker sent it (reply_early): only the accounting is left */
+		request_count_sent(req, ci);
 		ci->last_active = tick;
 		free_request(req);
 		flush_tx(ci);
 		return;
 	}
+	request_count_sent(req, ci);
 	/* a reply without payload does not hold its buffer while it waits to be sent */
 	if (!req->rp.data_length)
 		req_free_data(req);

@@ -260,8 +260,8 @@ void stat_req_untrack(struct stat_track *t)
 }
 #endif
 
-void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
-			 uint64_t bytes, uint64_t await)
+void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, unsigned int opcode,
+			 uint64_t bytes, uint64_t await, struct stat_counters *c)
 {
 	uint32_t key = (uint32_t)(*oid >> 32), vid = oid_to_vid(*oid);
 	struct stat_vdi_entry *e = &stat_vdis[vid & (STAT_VDI_SLOTS - 1)];
@@ -273,9 +273,11 @@ void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_
 		e->vid = vid;
 	vc->key = key;
 	vc->e = e;
-	e->nr[is_write]++;
+	e->nr[opcode]++;
 	e->bytes += bytes;
 	e->await += await;
+	if (c)
+		stat_count_hist(c, await);
 }
 
 int stat_read_vdis(struct sd_stat_vdi *out, int max)
@@ -285,12 +287,15 @@ int stat_read_vdis(struct sd_stat_vdi *out, int max)
 	for (int i = 0; i <= STAT_VDI_SLOTS && n < max; i++) {
 		const struct stat_vdi_entry *e = &stat_vdis[i];
 
-		if (!e->nr[0] && !e->nr[1])
+		uint64_t nr_reads = e->nr[SD_OP_READ_OBJ];
+		uint64_t nr_writes = e->nr[SD_OP_WRITE_OBJ] + e->nr[SD_OP_CREATE_AND_WRITE_OBJ];
+
+		if (!nr_reads && !nr_writes)
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].vid = i == STAT_VDI_SLOTS ? 0 : (uint32_t)e->vid;
-		out[n].nr_reads = e->nr[0];
-		out[n].nr_writes = e->nr[1];
+		out[n].nr_reads = nr_reads;
+		out[n].nr_writes = nr_writes;
 		out[n].bytes = e->bytes;
 		out[n].await_ns = stat_clock_ns(e->await);
 		n++;

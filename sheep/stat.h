@@ -22,23 +22,37 @@
  * The hot path is inline here, no lock, no atomic read-modify-write, no
  * call, one more clock read (at a request's end; its begin is the
  * request's start, which both builds read). Its instructions per request
- * (gcc 12 -O2, x86-64, a 4 KiB read, counted in the disassembly; callgrind
- * agrees function by function against a --disable-stats build):
- *   begin (client_rx): skip STAT_READ 2, the op's counters 1 + a store 1,
- *   busy 2 + 2;
- *   end (request_done): active check 3, clock 3, a write's payload 4,
- *   await 4, not active any more 1, busy 2 + 2, histogram 6, sums 2,
- *   the error test 2, a reload 1; the VDI table 10 (op check 2, the
- *   connection's key and entry 5, sums 3);
- *   the work queue counts 4 (on workers: taken, done, the worker's tid).
- * ~55 in all. tests/bench/stat-overhead, against a --disable-stats build,
- * finds 44-60 (which thread waits for a lock varies from run to run): of a
- * 4 KiB read's ~3,030 instructions 0.986, of a write's ~3,340 0.983, short
- * of the 0.99 target (~30). The counters and busy times alone are ~41
- * (0.987), the VDI table and the queue counts the rest: no part fits in 30
- * without dropping a counter. The hang check costs nothing per request
- * (from 11), and the stall check before a request reads no clock of its
- * own any more, in both builds (group_catch_up, from ~40 to ~5).
+ * (gcc 12 -O2, x86-64, a 4 KiB read at queue depth 1, where every request
+ * enters and leaves a busy interval; counted in the disassembly, and
+ * callgrind agrees function by function against a --disable-stats build):
+ *   begin (client_rx) 11: the opcode 1, skip STAT_READ 2, the op's
+ *   counters 1 + a store 1, busy 3 + 3 (the in-flight count, its jump, the
+ *   clock);
+ *   end (request_done) 37: active check 3, the reply's length and
+ *   result 2, clock 3, a write's payload 2 (3 for a write: the flag
+ *   tested in memory, the add), not active any more 1, busy 3 + 3, await
+ *   2 (a subtraction from memory, the clamp's jump), sums 2, the error
+ *   test 2, the VDI table 10 (the opcode 1, op check 2, the connection's
+ *   key and entry 4, sums 3), and last the histogram 4 (multiply, or,
+ *   bsr, add: the await's last use, no copy);
+ *   the work queue counts 4 (on workers: taken, done, the worker's tid
+ *   and its reload from the stack).
+ * 52 in all, a write 53 (its payload). tests/bench/stat-overhead
+ * (callgrind, against a --disable-stats build of the same tree): a 4 KiB
+ * read 3,240 against 3,188 instructions, 0.984, short of the 0.99 target
+ * (~32); a write's event loop turns per request vary from run to run
+ * (1.5-2.3), which moves its totals by more than the statistics cost. The
+ * counters and busy times alone are 38, the VDI table and the queue
+ * counts the rest: no part fits in 32 without dropping a counter. Tried
+ * and left: STAT_READ in a row of its own whose TOTAL busy time is
+ * reached through the row, so that no end tests for an active request
+ * (the begin's compare goes, each end pays that load and the row's
+ * address to mark the end: nothing saved; NULL as the mark would save one,
+ * and make a second end a NULL dereference); no await clamp (a TSC need
+ * not be synchronized between the CPUs the main thread runs on). The hang
+ * check costs nothing per request (from 11), and the stall check before a
+ * request reads no clock of its own any more, in both builds
+ * (group_catch_up, from ~40 to ~5).
  *
  * Without STAT_ENABLED (configure --disable-stats, for the benchmark) the
  * hooks compile to nothing and STAT_READ answers SD_RES_NO_SUPPORT.
@@ -74,6 +88,29 @@ STAT_INLINE uint64_t stat_clock(void)
 	return (hi << 32) | lo;
 #else
 	return sd_now_ns();
+#endif
+}
+
+/*
+ * The same clock for the end of a request: on x86-64 the shift and the or
+ * in asm too, so that now is in rax, where the await is computed after the
+ * busy times (gcc puts the or's result in another register, and then
+ * copies it around the subtraction).
+ */
+STAT_INLINE uint64_t stat_clock_end(void)
+{
+#if defined(__x86_64__)
+	uint64_t now;
+
+	__asm__ volatile("rdtsc\n\t"
+			 "shlq $32, %%rdx\n\t"
+			 "orq %%rdx, %%rax"
+			 : "=a"(now)
+			 :
+			 : "rdx", "cc");
+	return now;
+#else
+	return stat_clock();
 #endif
 }
 
@@ -165,15 +202,21 @@ struct stat_busy {
 	uint64_t busy;
 };
 
+/*
+ * The likely() is for the layout, not a guess: the clock's add falls
+ * through and a request that changes no busy interval jumps over it, one
+ * jump either way, where an add out of line (gcc's choice in some copies)
+ * costs a jump back too.
+ */
 STAT_INLINE void stat_busy_enter(struct stat_busy *b, uint64_t now)
 {
-	if (stat_dec_was_zero(&b->idle))
+	if (likely(stat_dec_was_zero(&b->idle)))
 		stat_sub(&b->busy, now);
 }
 
 STAT_INLINE void stat_busy_leave(struct stat_busy *b, uint64_t now)
 {
-	if (stat_inc_is_zero(&b->idle))
+	if (likely(stat_inc_is_zero(&b->idle)))
 		stat_add(&b->busy, now);
 }
 
@@ -266,11 +309,21 @@ static inline int stat_op_idx(uint8_t opcode)
 }
 
 /* the histogram slot of a latency in ticks: log2 of microseconds, 0 for 0-1 us */
-STAT_INLINE unsigned int stat_hist_slot(uint64_t ticks)
+STAT_INLINE uint64_t stat_hist_slot(uint64_t ticks)
 {
+#ifdef __x86_64__
+	uint64_t us;
+
+	/* gcc copies the upper half of its multiply out of rdx first: bsr it there */
+	__asm__("mulq %2" : "+a"(ticks), "=d"(us) : "rm"(stat_us_mult) : "cc");
+	us |= 1;
+	__asm__("bsrq %0, %0" : "+r"(us) : : "cc");
+	return us;
+#else
 	uint64_t us = (uint64_t)(((unsigned __int128)ticks * stat_us_mult) >> 64);
 
-	return 63 - (unsigned int)__builtin_clzll(us | 1);
+	return 63 - (uint64_t)__builtin_clzll(us | 1);
+#endif
 }
 
 /*
@@ -309,6 +362,32 @@ STAT_INLINE void stat_seq_end(struct stat_slot *s)
 #endif
 }
 
+/*
+ * now - begin, 0 if the clock went back (a TSC that is not synchronized
+ * between CPUs, the thread having moved: the clamp stays). On x86-64 the
+ * subtraction from memory and a jump on its sign, in rax, where
+ * stat_clock_end leaves now: in C, gcc makes the clamp a cmov (two
+ * instructions where the jump is one) or copies the difference in and out
+ * of another register around the jump.
+ */
+STAT_INLINE uint64_t stat_since(uint64_t now, const uint64_t *begin)
+{
+#ifdef __x86_64__
+	__asm__("subq %2, %0\n\t"
+		"jns 1f\n\t"
+		"xorl %k0, %k0\n"
+		"1:"
+		: "=a"(now)
+		: "0"(now), "m"(*begin)
+		: "cc");
+	return now;
+#else
+	uint64_t d = now - *begin;
+
+	return (int64_t)d < 0 ? 0 : d;
+#endif
+}
+
 /* a request of op idx begins: its counters, for stat_counters_end (NULL: not counted) */
 STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
 {
@@ -325,21 +404,42 @@ STAT_INLINE struct stat_counters *stat_op_begin(int idx, uint64_t now)
 	return c;
 }
 
-/* the counting of an end, inside the slot's sequence count if it has one: its await */
-STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c, uint64_t begin,
-				    uint64_t now, uint64_t bytes, bool error)
+/*
+ * The counting of an end, inside the slot's sequence count if it has one,
+ * in two steps: the sums (busy times, await, bytes, error), which return
+ * the await, then the completion in the histogram. A caller with more to
+ * add of the await (the VDI table) does it between the two, so that the
+ * histogram's multiply, which takes rax, is the await's last use (no copy).
+ */
+STAT_INLINE uint64_t stat_count_sums(struct stat_busy *all, struct stat_counters *c,
+				     const uint64_t *begin, uint64_t now, uint64_t bytes,
+				     bool error)
 {
-	uint64_t await = now - begin;
+	uint64_t await;
 
-	if (unlikely((int64_t)await < 0))
-		await = 0;
+	/* the busy times first: now is dead after them, the await takes its register */
 	stat_busy_leave(&c->b, now);
 	stat_busy_leave(all, now);
-	stat_add(&c->hist[stat_hist_slot(await)], 1);
+	await = stat_since(now, begin);
 	stat_add(&c->await, await);
 	stat_add(&c->bytes, bytes);
 	if (unlikely(error))
 		stat_add(&c->nr_errors, 1);
+	return await;
+}
+
+STAT_INLINE void stat_count_hist(struct stat_counters *c, uint64_t await)
+{
+	stat_add(&c->hist[stat_hist_slot(await)], 1);
+}
+
+/* both: its await */
+STAT_INLINE uint64_t stat_count_end(struct stat_busy *all, struct stat_counters *c,
+				    const uint64_t *begin, uint64_t now, uint64_t bytes, bool error)
+{
+	uint64_t await = stat_count_sums(all, c, begin, now, bytes, error);
+
+	stat_count_hist(c, await);
 	return await;
 }
 
@@ -351,7 +451,7 @@ STAT_INLINE uint64_t stat_counters_end(struct stat_counters *c, uint64_t begin, 
 	uint64_t await;
 
 	stat_seq_begin(s);
-	await = stat_count_end(&s->all, c, begin, now, bytes, error);
+	await = stat_count_end(&s->all, c, &begin, now, bytes, error);
 	stat_seq_end(s);
 	return await;
 }
@@ -386,15 +486,33 @@ static inline bool stat_req_active(const struct stat_req *sr)
 	return sr->c != NULL;
 }
 
-/* the request ends (a second end is ignored): its await in ticks */
-STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
+/*
+ * The request ends, but for its completion, which the caller counts with
+ * stat_count_hist(its counters, *await) next: its counters, NULL when it
+ * is not active (a second end is ignored; *await is 0).
+ */
+STAT_INLINE struct stat_counters *stat_req_end_sums(struct stat_req *sr, uint64_t now,
+						    uint64_t bytes, bool error, uint64_t *await)
 {
 	struct stat_counters *c = sr->c;
 
+	*await = 0;
 	if (!c)
-		return 0;
+		return NULL;
 	sr->c = NULL;
-	return stat_count_end(&stat_main_slot.all, c, sr->begin, now, bytes, error);
+	*await = stat_count_sums(&stat_main_slot.all, c, &sr->begin, now, bytes, error);
+	return c;
+}
+
+/* the request ends (a second end is ignored): its await in ticks */
+STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t bytes, bool error)
+{
+	uint64_t await;
+	struct stat_counters *c = stat_req_end_sums(sr, now, bytes, error, &await);
+
+	if (c)
+		stat_count_hist(c, await);
+	return await;
 }
 
 /*
@@ -408,7 +526,8 @@ STAT_INLINE uint64_t stat_req_end(struct stat_req *sr, uint64_t now, uint64_t by
  */
 #define STAT_VDI_SLOTS 32 /* a power of two, below SD_STAT_MAX_VDIS */
 struct stat_vdi_entry {
-	uint64_t nr[2]; /* reads, writes */
+	/* by opcode (SD_OP_CREATE_AND_WRITE_OBJ, _READ_OBJ, _WRITE_OBJ: 1-3; 0 unused) */
+	uint64_t nr[4];
 	uint64_t bytes;
 	uint64_t await;
 	uint64_t vid;
@@ -433,24 +552,37 @@ static inline void stat_vdi_cache_init(struct stat_vdi_cache *vc)
 	vc->e = &stat_vdis[STAT_VDI_SLOTS];
 }
 
-/* the count of an oid whose key is not in the cache: its entry into the cache, and the adds */
+/*
+ * The count of an oid whose key is not in the cache: its entry into the
+ * cache, the adds, and last the completion in c's histogram
+ * (stat_count_hist; none if c is NULL).
+ */
 __attribute__((cold)) void stat_vdi_count_miss(struct stat_vdi_cache *vc, const uint64_t *oid,
-					       uint64_t is_write, uint64_t bytes, uint64_t await);
+					       unsigned int opcode, uint64_t bytes, uint64_t await,
+					       struct stat_counters *c);
 
-/* of the object *oid (its key: the upper 32 bits); is_write: 0 or 1 */
-STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, uint64_t is_write,
-				uint64_t bytes, uint64_t await)
+/*
+ * Of the object *oid (its key: the upper 32 bits) by a client object op
+ * (opcode 1-3; the caller checked it): counted by opcode, a reader adds the
+ * two writes, so the hot path needs the write flag as no index. Then the
+ * completion in c's histogram (none if c is NULL), the caller's last
+ * count (see stat_count_sums), done by the miss's call too: a call that
+ * returns nothing, no register of the caller's lives across it.
+ */
+STAT_INLINE void stat_vdi_count(struct stat_vdi_cache *vc, const uint64_t *oid, unsigned int opcode,
+				uint64_t bytes, uint64_t await, struct stat_counters *c)
 {
 	struct stat_vdi_entry *e = vc->e;
 
-	/* a call that returns nothing: no register of the caller's has to live across it */
 	if (unlikely(vc->key != (uint32_t)(*oid >> 32))) {
-		stat_vdi_count_miss(vc, oid, is_write, bytes, await);
+		stat_vdi_count_miss(vc, oid, opcode, bytes, await, c);
 		return;
 	}
-	e->nr[is_write]++;
+	e->nr[opcode]++;
 	e->bytes += bytes;
 	e->await += await;
+	if (c)
+		stat_count_hist(c, await);
 }
 
 /* report each request in flight past the threshold, once; returns how many are now */

@@ -325,10 +325,16 @@ START_TEST(test_hangs_off)
 }
 END_TEST
 
-/* a count of the object oid */
-static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, uint64_t w, uint64_t b, uint64_t a)
+/* a count of the object oid by a write (WRITE_OBJ) or a read */
+static void vdi_count_op(struct stat_vdi_cache *vc, uint64_t oid, unsigned int opcode, uint64_t b,
+			 uint64_t a)
 {
-	stat_vdi_count(vc, &oid, w, b, a);
+	stat_vdi_count(vc, &oid, opcode, b, a, NULL);
+}
+
+static void vdi_count(struct stat_vdi_cache *vc, uint64_t oid, bool w, uint64_t b, uint64_t a)
+{
+	vdi_count_op(vc, oid, w ? SD_OP_WRITE_OBJ : SD_OP_READ_OBJ, b, a);
 }
 
 START_TEST(test_vdis)
@@ -349,12 +355,14 @@ START_TEST(test_vdis)
 	vdi_count(&c1, vid_to_data_oid(0x10, 0), false, 0, 0);
 	/* a connection that changes VDI: its cache follows */
 	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
-	vdi_count(&c3, vid_to_data_oid(0x11, 0), true, 1, 1);
+	/* a create-and-write is a write */
+	vdi_count_op(&c3, vid_to_data_oid(0x11, 0), SD_OP_CREATE_AND_WRITE_OBJ, 1, 1);
 	vdi_count(&c3, vid_to_data_oid(0x10, 0), false, 256, 25);
 	vdi_count(&c3, vid_to_data_oid(0x11, 0), false, 1, 1);
 	/* 37 more: 0x110 and 0x120-0x124 find their entries taken */
 	for (uint32_t vid = 0x100; vid < 0x100 + 37; vid++)
-		vdi_count(&c2, vid_to_data_oid(vid, 0), true, 1, 1);
+		vdi_count_op(&c2, vid_to_data_oid(vid, 0),
+			     vid & 1 ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ, 1, 1);
 	/* vid 0 is no VDI's: the overflow entry, cached or not */
 	vdi_count(&c2, vid_to_data_oid(0, 0), true, 1, 1);
 	stat_vdi_cache_init(&c2);
@@ -548,6 +556,52 @@ START_TEST(test_req_counts)
 }
 END_TEST
 
+/* an end in two steps, as request.c counts: the sums, then the completion */
+START_TEST(test_req_end_steps)
+{
+	struct stat_req r = { 0 };
+	struct stat_counters *c;
+	struct sd_stat_op op;
+	struct stat_vdi_cache vc;
+	struct sd_stat_vdi v[SD_STAT_MAX_VDIS];
+	uint64_t await, oid = vid_to_data_oid(0x42, 0);
+
+	setup(0);
+	stat_req_begin(&r, 0x02, 1000);
+	c = stat_req_end_sums(&r, 1500, 512, false, &await);
+	ck_assert_ptr_eq(c, &stat_main_slot.op[1]);
+	ck_assert_uint_eq(await, 500);
+	op = read_op(1, 2000, NULL);
+	ck_assert_uint_eq(op.nr_inflight, 0);
+	ck_assert_uint_eq(op.nr_done, 0);
+	ck_assert_uint_eq(op.await_ns, 500);
+	ck_assert_uint_eq(op.bytes, 512);
+	ck_assert_uint_eq(op.busy_ns, 500);
+	stat_count_hist(c, await);
+	op = read_op(1, 2000, NULL);
+	ck_assert_uint_eq(op.nr_done, 1);
+	ck_assert_uint_eq(op.hist[0], 1);
+	/* not active any more */
+	ck_assert_ptr_null(stat_req_end_sums(&r, 1700, 512, true, &await));
+	ck_assert_uint_eq(await, 0);
+	op = read_op(1, 2000, NULL);
+	ck_assert_uint_eq(op.nr_errors, 0);
+	ck_assert_uint_eq(op.bytes, 512);
+	/* the VDI table's count adds the completion, on a miss of its cache and on a hit */
+	stat_vdi_cache_init(&vc);
+	for (int i = 0; i < 2; i++) {
+		stat_req_begin(&r, 0x02, 3000);
+		c = stat_req_end_sums(&r, 3000 + 4 * MS, 512, false, &await);
+		stat_vdi_count(&vc, &oid, SD_OP_READ_OBJ, 512, await, c);
+		op = read_op(1, 10 * MS, NULL);
+		ck_assert_uint_eq(op.nr_done, 2 + i);
+		ck_assert_uint_eq(op.hist[11], 1 + i); /* 4000 us: 2048-4095 */
+	}
+	ck_assert_int_eq(stat_read_vdis(v, SD_STAT_MAX_VDIS), 1);
+	ck_assert_uint_eq(v[0].nr_reads, 2);
+}
+END_TEST
+
 /* latencies past the last bucket count in it; a clock going back counts 0 */
 START_TEST(test_hist_fold)
 {
@@ -650,6 +704,7 @@ static Suite *stat_suite(void)
 	tcase_add_test(tc, test_busy_open_interval);
 	tcase_add_test(tc, test_busy_overlap);
 	tcase_add_test(tc, test_req_counts);
+	tcase_add_test(tc, test_req_end_steps);
 	tcase_add_test(tc, test_hist_fold);
 	tcase_add_test(tc, test_queue_counts);
 	tcase_add_test(tc, test_vdis);
