@@ -32,6 +32,10 @@ int sd_exec_req(int fd, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t 
 
 /* Human form of a node address: "127.0.0.1:7000" */
 void sd_addr_to_str(const uint8_t addr[16], uint16_t port, char *buf, size_t len);
+/* the peer of a connected socket: its 16-byte (v4-mapped) address and port; 0 or -errno */
+int sd_peer_addr(int fd, uint8_t addr[16], uint16_t *port);
+/* the peer of a connected socket in human form (sd_addr_to_str), "?" if unknown */
+void sd_peer_name(int fd, char *buf, size_t len);
 /* Fill a 16-byte address (v4-mapped for IPv4) from a string: 0 or -EINVAL */
 int sd_str_to_addr(const char *s, uint8_t addr[16]);
 /* a 16-byte address of loopback: ::1, or v4-mapped 127.0.0.0/8 */

@@ -186,6 +186,39 @@ void sd_addr_to_str(const uint8_t addr[16], uint16_t port, char *buf, size_t len
 	}
 }
 
+int sd_peer_addr(int fd, uint8_t addr[16], uint16_t *port)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return -errno;
+	if (ss.ss_family == AF_INET6) {
+		memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		return 0;
+	}
+	if (ss.ss_family == AF_INET) {
+		memcpy(addr, v4mapped, 12);
+		memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+void sd_peer_name(int fd, char *buf, size_t len)
+{
+	uint8_t addr[16];
+	uint16_t port;
+
+	if (sd_peer_addr(fd, addr, &port))
+		snprintf(buf, len, "?");
+	else
+		sd_addr_to_str(addr, port, buf, len);
+}
+
 int sd_str_to_addr(const char *s, uint8_t addr[16])
 {
 	memset(addr, 0, 16);

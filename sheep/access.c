@@ -234,26 +234,6 @@ void access_log_refusal(const struct sd_op_template *op, const uint8_t addr[16])
 			    : "not allowed to administer (see sheep --admin-allow)");
 }
 
-/* the peer of a TCP connection as a 16-byte (v4-mapped) address: 0 or -1 */
-static int peer_addr(int fd, uint8_t addr[16])
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
-		return -1;
-	if (ss.ss_family == AF_INET6) {
-		memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-		return 0;
-	}
-	if (ss.ss_family == AF_INET) {
-		memcpy(addr, v4mapped, 12);
-		memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-		return 0;
-	}
-	return -1;
-}
-
 bool access_conn_ok(enum access_service svc, int fd)
 {
 	static const char *const names[] = {
@@ -264,8 +244,9 @@ bool access_conn_ok(enum access_service svc, int fd)
 		[ACCESS_METRICS] = "not allowed to administer (see sheep --admin-allow)",
 	};
 	uint8_t addr[16];
+	uint16_t port;
 	char who[INET6_ADDRSTRLEN + 8] = "an unknown address";
-	bool ok = false, lo_member, known = peer_addr(fd, addr) == 0;
+	bool ok = false, lo_member, known = sd_peer_addr(fd, addr, &port) == 0;
 	uint64_t quiet;
 
 	if (known) {

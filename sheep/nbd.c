@@ -748,29 +748,6 @@ static void greet(struct nbd_conn *c)
 	nbd_msg_send(c, m);
 }
 
-static void peer_name(int fd, char *buf, size_t len)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[INET6_ADDRSTRLEN] = "?";
-	int port = 0;
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-			port = ntohs(in->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-			port = ntohs(in6->sin6_port);
-		}
-	}
-	snprintf(buf, len, "%s:%d", host, port);
-}
-
 /*
  * A new connection on fd (non-blocking, accepted): its state, polled, and
  * greeted (the handshake begins). NULL when it cannot be set up (fd is
@@ -787,7 +764,7 @@ static struct nbd_conn *conn_init(int fd)
 	c->events = EPOLLIN;
 	c->mem_waiter.resume = conn_mem_resume;
 	INIT_LIST_HEAD(&c->tx_queue);
-	peer_name(fd, c->peer, sizeof(c->peer));
+	sd_peer_name(fd, c->peer, sizeof(c->peer));
 	if (ev_add(fd, EPOLLIN, conn_handler, c)) {
 		free(c);
 		return NULL;

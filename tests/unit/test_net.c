@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -350,6 +351,44 @@ START_TEST(test_addr_strings)
 }
 END_TEST
 
+/* the peer of an accepted loopback connection is the client's address and port */
+START_TEST(test_peer_name)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s, sp[2];
+	uint8_t addr[16];
+	uint16_t port;
+	char want[64], got[64];
+
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	s = accept(l, NULL, NULL);
+	ck_assert_int_ge(s, 0);
+	ck_assert_int_eq(getsockname(c, (struct sockaddr *)&a, &len), 0);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", ntohs(a.sin_port));
+	sd_peer_name(s, got, sizeof(got));
+	ck_assert_str_eq(got, want);
+	ck_assert_int_eq(sd_peer_addr(s, addr, &port), 0);
+	ck_assert_int_eq(port, ntohs(a.sin_port));
+	ck_assert(sd_addr_is_loopback(addr));
+	/* no peer (a listening socket), not IP (a socket pair), no socket */
+	ck_assert_int_eq(sd_peer_addr(l, addr, &port), -ENOTCONN);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	ck_assert_int_eq(sd_peer_addr(sp[0], addr, &port), -EAFNOSUPPORT);
+	sd_peer_name(sp[0], got, sizeof(got));
+	ck_assert_str_eq(got, "?");
+	ck_assert_int_eq(sd_peer_addr(-1, addr, &port), -EBADF);
+	close(sp[0]);
+	close(sp[1]);
+	close(s);
+	close(c);
+	close(l);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("net");
@@ -370,6 +409,7 @@ int main(void)
 	tcase_add_test(tc, test_listen_any_port_taken);
 	tcase_add_test(tc, test_socket_options);
 	tcase_add_test(tc, test_addr_strings);
+	tcase_add_test(tc, test_peer_name);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	/* the server thread lives in this process: no fork per test */
