@@ -599,7 +599,7 @@ bool group_is_joining(void)
 }
 
 /* a member's epoch logs can be ones: 0 or -EINVAL */
-static int check_logs(const struct sd_epoch_log *logs, int n)
+static int valid_logs(const struct sd_epoch_log *logs, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES)
@@ -654,7 +654,7 @@ int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *log
 	sd_mutex_lock(&cs_lock);
 	/* another cluster's or an unformatted one's: group_adopt says so */
 	if (rsp->cinfo.status == SD_STATUS_OK && cs.formatted && cs.ctime == rsp->cinfo.ctime)
-		ret = check_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n);
+		ret = valid_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n);
 	sd_mutex_unlock(&cs_lock);
 	return ret;
 }
@@ -687,7 +687,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	}
 	/* what the member sent is checked before any of it is used or written */
 	ret = check_format(rsp->cinfo.copies, rsp->cinfo.block_size_shift, "the cluster's state");
-	if (ret || (ret = check_logs(logs, n)))
+	if (ret || (ret = valid_logs(logs, n)))
 		goto out_unlock;
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
 	    !same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
