@@ -152,3 +152,55 @@ int payload_init(void)
 		return -errno;
 	return ev_add(event_fd, EPOLLIN, payload_event, NULL);
 }
+
+/* ---- a request's payload (request.c's connections) ---- */
+
+/* a valid buffer for a request without payload: handlers may memcpy 0 bytes */
+static uint64_t empty_payload;
+
+/* a buffer for the reply's payload, not the client's data */
+static bool is_reply_buf(const struct request *req)
+{
+	return !(req->rq.flags & SD_FLAG_CMD_WRITE);
+}
+
+void payload_req_none(struct request *req)
+{
+	req->data = &empty_payload;
+	req->data_cap = 0;
+}
+
+int payload_req_alloc(struct request *req, bool counted, uint64_t *reply_bytes)
+{
+	uint32_t len = req->rq.data_length;
+	int ret;
+
+	if (!len) {
+		payload_req_none(req);
+		return 0;
+	}
+	if (!counted) {
+		req->data = payload_buf_get(len, &req->data_cap);
+		return req->data ? 0 : -ENOMEM;
+	}
+	ret = payload_get(len, &req->data, &req->data_cap);
+	if (ret)
+		return ret;
+	req->mem_held = req->data_cap;
+	if (is_reply_buf(req))
+		*reply_bytes += req->mem_held;
+	return 0;
+}
+
+void payload_req_free(struct request *req, uint64_t *reply_bytes)
+{
+	if (req->mem_held) {
+		if (is_reply_buf(req))
+			*reply_bytes -= req->mem_held;
+		payload_put(req->data, req->data_cap);
+		req->mem_held = 0;
+	} else if (req->data_cap) {
+		payload_buf_put(req->data, req->data_cap);
+	}
+	payload_req_none(req);
+}

@@ -94,15 +94,6 @@ static void (*room_fn)(void);
 
 static void client_handler(int fd, uint32_t events, void *data);
 
-/* a valid buffer for a request without payload: handlers may memcpy 0 bytes */
-static uint64_t empty_payload;
-
-/* a buffer for the reply's payload, not the client's data */
-static bool is_reply_buf(const struct request *req)
-{
-	return !(req->rq.flags & SD_FLAG_CMD_WRITE);
-}
-
 /*
  * Peer and recovery requests are not counted against the payload bound: a
  * gateway waits on its peers while holding its client's payload, and a
@@ -114,45 +105,6 @@ static bool mem_counted(const struct sd_req *rq)
 	const struct sd_op_template *op = get_sd_op(rq->opcode);
 
 	return !op || (op->type != OP_PEER && op->type != OP_FETCH);
-}
-
-/* the payload of a request: 0, -ENOMEM, or -EAGAIN (it waits for memory) */
-static int req_alloc_data(struct request *req)
-{
-	uint32_t len = req->rq.data_length;
-	int ret;
-
-	if (!len) {
-		req->data = &empty_payload;
-		req->data_cap = 0;
-		return 0;
-	}
-	if (!mem_counted(&req->rq)) {
-		req->data = payload_buf_get(len, &req->data_cap);
-		return req->data ? 0 : -ENOMEM;
-	}
-	ret = payload_get(len, &req->data, &req->data_cap);
-	if (ret)
-		return ret;
-	req->mem_held = req->data_cap;
-	if (is_reply_buf(req))
-		req->ci->reply_bytes += req->mem_held;
-	return 0;
-}
-
-/* give the payload buffer back (its reply carries none, or it is freed) */
-static void req_free_data(struct request *req)
-{
-	if (req->mem_held) {
-		if (is_reply_buf(req))
-			req->ci->reply_bytes -= req->mem_held;
-		payload_put(req->data, req->data_cap);
-		req->mem_held = 0;
-	} else if (req->data_cap) {
-		payload_buf_put(req->data, req->data_cap);
-	}
-	req->data = &empty_payload;
-	req->data_cap = 0;
 }
 
 static void update_events(struct client_info *ci);
@@ -171,7 +123,7 @@ static bool client_mem_resume(struct payload_waiter *w)
 	struct request *req = ci->rx_req;
 
 	if (!ci->dead && req) {
-		int ret = req_alloc_data(req);
+		int ret = payload_req_alloc(req, mem_counted(&req->rq), &req->ci->reply_bytes);
 
 		if (ret == -EAGAIN)
 			return false;
@@ -248,7 +200,7 @@ static void free_request(struct request *req)
 	struct client_info *ci = req->ci;
 
 	ci->nr_inflight--;
-	req_free_data(req);
+	payload_req_free(req, &req->ci->reply_bytes);
 	req_put(req);
 	client_put(ci);
 }
@@ -493,7 +445,7 @@ void request_done(struct request *req)
 	request_count_sent(req, ci);
 	/* a reply without payload does not hold its buffer while it waits to be sent */
 	if (!req->rp.data_length)
-		req_free_data(req);
+		payload_req_free(req, &req->ci->reply_bytes);
 	pthread_mutex_lock(&ci->tx_lock);
 	list_add_tail(&req->node, &ci->tx_queue);
 	pthread_mutex_unlock(&ci->tx_lock);
@@ -729,7 +681,7 @@ static struct request *new_request(struct client_info *ci)
 	memset(&req->rq, 0, sizeof(*req) - offsetof(struct request, rq));
 	req->rq = ci->hdr;
 	req->ci = ci;
-	req->data = &empty_payload;
+	payload_req_none(req);
 	INIT_LIST_NODE(&req->node);
 	ci->refcnt++;
 	ci->nr_inflight++;
@@ -743,7 +695,7 @@ static struct request *new_request(struct client_info *ci)
 		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 		return req;
 	}
-	ret = req_alloc_data(req);
+	ret = payload_req_alloc(req, mem_counted(&req->rq), &req->ci->reply_bytes);
 	if (ret == -EAGAIN) {
 		/* rx_one parks the connection until memory is freed */
 		ci->mem_wait = true;
@@ -880,23 +832,12 @@ static bool has_oid(uint8_t opcode)
 void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 {
 	struct request *req = container_of(sr, struct request, stat);
-	struct sockaddr_storage ss;
-	socklen_t sslen = sizeof(ss);
-	char client[INET6_ADDRSTRLEN + 8] = "gone", addr[INET6_ADDRSTRLEN] = "?", oid[32] = "";
+	char client[INET6_ADDRSTRLEN + 8] = "gone", oid[32] = "";
 	char worker[48] = "no worker (main thread or still queued)";
 	int tid = __atomic_load_n(&req->work.tid, __ATOMIC_RELAXED);
 
-	if (!req->ci->dead && !getpeername(req->ci->fd, (struct sockaddr *)&ss, &sslen)) {
-		if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
-			snprintf(client, sizeof(client), "[%s]:%u", addr, ntohs(a->sin6_port));
-		} else if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
-			snprintf(client, sizeof(client), "%s:%u", addr, ntohs(a->sin_port));
-		}
-	}
+	if (!req->ci->dead)
+		sd_peer_name(req->ci->fd, client, sizeof(client));
 	if (has_oid(req->rq.opcode))
 		snprintf(oid, sizeof(oid), " oid %016" PRIx64, req->rq.obj.oid);
 	if (tid)

@@ -149,6 +149,17 @@ void payload_wait(struct payload_waiter *w);
 void payload_resume(void);
 void *payload_buf_get(uint32_t len, uint32_t *cap);
 void payload_buf_put(void *p, uint32_t cap);
+/*
+ * A request's payload (rq.data_length bytes): counted against the bound
+ * if counted, and then a read's buffer (its reply's) also in *reply_bytes,
+ * its connection's. payload_req_alloc: 0, -ENOMEM, or
+ * -EAGAIN (it waits for memory, see payload_wait). payload_req_free gives
+ * it back; payload_req_none leaves the request an empty buffer (handlers
+ * may memcpy 0 bytes).
+ */
+int payload_req_alloc(struct request *req, bool counted, uint64_t *reply_bytes);
+void payload_req_free(struct request *req, uint64_t *reply_bytes);
+void payload_req_none(struct request *req);
 /* client connections open now */
 int request_nr_clients(void);
 /* stat.c's hang report for a request: opcode, oid, client, worker */
