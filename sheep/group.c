@@ -630,7 +630,7 @@ static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, 
 		       cs.epoch, their_epoch);
 		return -ESTALE;
 	}
-	own = malloc(sizeof(*own));
+	own = calloc(1, sizeof(*own)); /* zeroed: no path reads it unset (script/analyze) */
 	if (!own)
 		return -ENOMEM;
 	for (int i = 0; i < n && !ret; i++) {
