@@ -32,7 +32,7 @@ int sd_exec_req(int fd, struct sd_req *hdr, void *data, uint32_t wlen, uint32_t 
 
 /* Human form of a node address: "127.0.0.1:7000" */
 void sd_addr_to_str(const uint8_t addr[16], uint16_t port, char *buf, size_t len);
-/* the peer of a connected socket: its 16-byte (v4-mapped) address and port; 0 or -errno */
+/* the peer of a connected socket: its 16-byte (v4-mapped) address and port (if port); 0 or -errno */
 int sd_peer_addr(int fd, uint8_t addr[16], uint16_t *port);
 /* the peer of a connected socket in human form (sd_addr_to_str), "?" if unknown */
 void sd_peer_name(int fd, char *buf, size_t len);

@@ -196,13 +196,15 @@ int sd_peer_addr(int fd, uint8_t addr[16], uint16_t *port)
 		return -errno;
 	if (ss.ss_family == AF_INET6) {
 		memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		if (port)
+			*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 		return 0;
 	}
 	if (ss.ss_family == AF_INET) {
 		memcpy(addr, v4mapped, 12);
 		memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		if (port)
+			*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 		return 0;
 	}
 	return -EAFNOSUPPORT;

@@ -244,9 +244,8 @@ bool access_conn_ok(enum access_service svc, int fd)
 		[ACCESS_METRICS] = "not allowed to administer (see sheep --admin-allow)",
 	};
 	uint8_t addr[16];
-	uint16_t port;
 	char who[INET6_ADDRSTRLEN + 8] = "an unknown address";
-	bool ok = false, lo_member, known = sd_peer_addr(fd, addr, &port) == 0;
+	bool ok = false, lo_member, known = sd_peer_addr(fd, addr, NULL) == 0;
 	uint64_t quiet;
 
 	if (known) {

@@ -374,6 +374,9 @@ START_TEST(test_peer_name)
 	ck_assert_int_eq(sd_peer_addr(s, addr, &port), 0);
 	ck_assert_int_eq(port, ntohs(a.sin_port));
 	ck_assert(sd_addr_is_loopback(addr));
+	memset(addr, 0, sizeof(addr));
+	ck_assert_int_eq(sd_peer_addr(s, addr, NULL), 0); /* no port wanted */
+	ck_assert(sd_addr_is_loopback(addr));
 	/* no peer (a listening socket), not IP (a socket pair), no socket */
 	ck_assert_int_eq(sd_peer_addr(l, addr, &port), -ENOTCONN);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
