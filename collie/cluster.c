@@ -36,6 +36,9 @@ static const char *status_str(uint32_t status)
 		return "shutting down";
 	case SD_STATUS_HALT:
 		return "halted";
+	case SD_STATUS_WAIT_FOR_JOIN:
+		return "waiting for the other nodes of its last epoch to join "
+		       "(collie cluster recover force: serve without them)";
 	default:
 		return "unknown";
 	}
@@ -50,6 +53,8 @@ static const char *raw_status_str(uint32_t status)
 		return "shutting-down";
 	case SD_STATUS_HALT:
 		return "halted";
+	case SD_STATUS_WAIT_FOR_JOIN:
+		return "waiting";
 	default:
 		return "unknown";
 	}
@@ -164,11 +169,28 @@ static int cluster_shutdown(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* a node restarted alone waits for the nodes of its last epoch: serve without them */
+static int cluster_recover(int argc, char **argv)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	if (strcmp(argv[0], "force")) {
+		collie_err("usage: collie cluster recover force");
+		return EXIT_USAGE;
+	}
+	collie_init_req(&hdr, SD_OP_FORCE_START);
+	return collie_run("failed to force the cluster to start", &hdr, NULL, 0, 0, &rsp);
+}
+
 const struct subcommand cluster_cmds[] = {
 	{ "format", "", OPT_COPIES, "format the cluster and set its default number of copies",
 	  cluster_format, NULL, 0, 0 },
 	{ "info", "", OPT_RAW, "show the cluster status and its epoch history", cluster_info, NULL,
 	  0, 0 },
 	{ "shutdown", "", 0, "stop the daemons of the cluster", cluster_shutdown, NULL, 0, 0 },
+	{ "recover", "force", 0,
+	  "serve without the nodes that a restarted node still waits for (they are gone for good)",
+	  cluster_recover, NULL, 1, 1 },
 	{ NULL },
 };

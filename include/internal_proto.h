@@ -20,6 +20,8 @@
 #define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
 #define SD_OP_GET_VDI_LOCKS 0x86 /* payload: uint32_t vid[] of the locked VDIs */
+/* serve without the nodes a node restarted alone still waits for (SD_STATUS_WAIT_FOR_JOIN) */
+#define SD_OP_FORCE_START 0x87
 /*
  * Ordered among the daemons, never from a client: the header of inode
  * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
@@ -109,6 +111,7 @@
 #define SD_RES_OLD_NODE_VER 0x89 /* peer op from an older epoch than the peer's */
 #define SD_RES_NEW_NODE_VER 0x8A /* peer op from a newer epoch than the peer's */
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
+#define SD_RES_NOT_WAITING 0x8C	 /* FORCE_START: this node waits for no node */
 #define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
 #define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
 #define SD_RES_TRACE_FOLLOWERS 0x92 /* every follower slot of the trace is taken */
@@ -125,6 +128,8 @@
 #define SD_STATUS_WAIT_FOR_FORMAT 1
 #define SD_STATUS_SHUTDOWN 2
 #define SD_STATUS_HALT 3
+/* restarted alone: waits for the nodes of its newest epoch before serving */
+#define SD_STATUS_WAIT_FOR_JOIN 4
 
 #define SD_MAX_NODES 64
 

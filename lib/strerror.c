@@ -44,6 +44,7 @@ static const char *const messages[] = {
 	[SD_RES_OLD_NODE_VER] = "request from an older epoch than this node's",
 	[SD_RES_NEW_NODE_VER] = "request from a newer epoch than this node's",
 	[SD_RES_BUFFER_SMALL] = "the answer does not fit in the buffer given",
+	[SD_RES_NOT_WAITING] = "this node is not waiting for other nodes",
 	[SD_RES_NO_TRACER] = "no such tracer",
 	[SD_RES_TRACE_OFF] = "that tracer is not running",
 	[SD_RES_TRACE_FOLLOWERS] = "too many followers of the trace (4 at once)",

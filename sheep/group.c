@@ -60,7 +60,10 @@ static struct epoch_ring *cur_ring; /* under cs_lock */
 static bool is_quorum_lost;	    /* main thread */
 static bool is_cluster_stopping;    /* main thread: a cluster shutdown was delivered */
 static int rejoin_fd = -1;	    /* main thread: armed when this node was evicted */
-static uint32_t nr_evictions;	    /* main thread */
+static bool has_joined;		    /* main thread: its own first join was delivered */
+static bool is_waiting;	      /* under cs_lock (atomic reads): for the nodes of its newest epoch */
+static uint32_t wait_gen;     /* main thread: membership changes while waiting */
+static uint32_t nr_evictions; /* main thread */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -309,7 +312,8 @@ static bool update_members(const struct sd_node *members, int nr)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
 	/* a cluster shutdown stops every node: their exits are no new epoch */
-	if (cs.formatted && !cs.joining && !sys.shutting_down && !is_cluster_stopping &&
+	if (cs.formatted && !cs.joining && !is_waiting && !sys.shutting_down &&
+	    !is_cluster_stopping &&
 	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
 	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
 		int ret = write_epoch_log(cs.epoch + 1, members, nr);
@@ -384,6 +388,12 @@ static void news_serving(void)
 		news.serving();
 }
 
+static void news_wait_covered(uint32_t gen)
+{
+	if (news.wait_covered)
+		news.wait_covered(gen);
+}
+
 static void news_node_left(const struct sd_node *left)
 {
 	if (news.node_left)
@@ -396,6 +406,115 @@ static group_deliver_fn deliver_fn;
 void group_set_deliver(group_deliver_fn fn)
 {
 	deliver_fn = fn;
+}
+
+/* every node of log is among members (by address and port) */
+static bool members_cover(const struct sd_epoch_log *log, const struct sd_node *members, int nr)
+{
+	for (uint32_t i = 0; i < log->nr_nodes; i++) {
+		const struct sd_node_id *nid = &log->nodes[i].nid;
+		bool found = false;
+
+		for (int j = 0; j < nr && !found; j++)
+			found = !memcmp(nid, &members[j].nid, sizeof(*nid));
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* main thread: how many nodes of the newest stored epoch are not members (0: none, or no log) */
+static int nr_awaited(const struct sd_node *members, int nr)
+{
+	struct sd_epoch_log *last = malloc(sizeof(*last));
+	int missing = 0;
+
+	if (!last)
+		return 0;
+	sd_mutex_lock(&cs_lock);
+	if (cs.formatted && cs.epoch && !read_epoch_log(cs.epoch, last) &&
+	    !members_cover(last, members, nr)) {
+		missing = (int)last->nr_nodes;
+		for (uint32_t i = 0; i < last->nr_nodes; i++)
+			for (int j = 0; j < nr; j++)
+				if (!memcmp(&last->nodes[i].nid, &members[j].nid,
+					    sizeof(members[j].nid)))
+					missing--;
+	}
+	sd_mutex_unlock(&cs_lock);
+	free(last);
+	return missing;
+}
+
+static void set_waiting(bool on)
+{
+	sd_mutex_lock(&cs_lock);
+	__atomic_store_n(&is_waiting, on, __ATOMIC_RELEASE);
+	sd_mutex_unlock(&cs_lock);
+}
+
+bool group_is_waiting(void)
+{
+	return __atomic_load_n(&is_waiting, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Main thread, on a membership change while this node waits (see
+ * sd_join_handler): the list is kept, no epoch counted, until every node
+ * of the newest stored epoch is back. Then the layer above waits until
+ * each member has compared its own history with this node's and accepted
+ * it (news.wait_covered: one whose history is newer refuses and leaves),
+ * and group_end_wait() ends the wait if no member came or went meanwhile.
+ */
+static void wait_members_changed(const struct sd_node *members, int nr)
+{
+	int missing = nr_awaited(members, nr);
+
+	wait_gen++;
+	update_members(members, nr);
+	if (missing) {
+		sd_info("waiting for %d more node(s) of epoch %" PRIu32 " before serving", missing,
+			group_epoch());
+		return;
+	}
+	sd_info("the nodes of epoch %" PRIu32 " are back: waiting for each to accept this "
+		"node's history",
+		group_epoch());
+	news_wait_covered(wait_gen);
+}
+
+/* serve: a new epoch if the members differ from the newest stored one's, and recover */
+static void end_wait(void)
+{
+	struct cluster_state *now = malloc(sizeof(*now));
+
+	set_waiting(false);
+	if (now) {
+		group_get_state(now);
+		update_members(now->nodes, now->nr_nodes);
+		free(now);
+	}
+	news_epoch_changed();
+}
+
+void group_end_wait(uint32_t gen)
+{
+	if (!group_is_waiting() || gen != wait_gen)
+		return;
+	end_wait();
+	sd_info("every node that is back accepted this node's history: serving at epoch %" PRIu32,
+		group_epoch());
+}
+
+int group_force_start(void)
+{
+	if (!group_is_waiting())
+		return -EALREADY;
+	end_wait();
+	sd_warn("forced to serve without the missing nodes of its last epoch: epoch %" PRIu32
+		", %d node(s)",
+		group_epoch(), group_nr_nodes());
+	return 0;
 }
 
 int group_join(const struct cluster_driver *drv, const struct sd_node *me)
@@ -419,6 +538,26 @@ void sd_join_handler(const struct sd_node *joined, const struct sd_node *members
 	 * with SD_RES_HALT); left waiting, it would wait for a join that
 	 * never comes.
 	 */
+	/*
+	 * Started alone on a formatted directory whose newest epoch had other
+	 * nodes: this node's copies may be older than theirs (it may have been
+	 * down while they wrote), and an epoch it counted alone would fork the
+	 * history. It serves nothing and counts no epoch until they are back
+	 * (or collie cluster recover force); the nodes that join meanwhile
+	 * learn its state once it serves.
+	 */
+	if (is_self && !has_joined) {
+		has_joined = true;
+		if (nr == 1 && nr_awaited(members, nr)) {
+			set_waiting(true);
+			wait_members_changed(members, nr);
+			return;
+		}
+	}
+	if (group_is_waiting()) {
+		wait_members_changed(members, nr);
+		return;
+	}
 	if (is_self && nr == 1) {
 		bool was_joining;
 
@@ -512,6 +651,10 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 	}
 	if (!check_quorum())
 		return;
+	if (group_is_waiting()) {
+		wait_members_changed(members, nr);
+		return;
+	}
 	/* workers blocked on it (stopped, evicted) give up and retry on the new ring */
 	news_node_left(left);
 	if (update_members(members, nr))
@@ -608,26 +751,35 @@ static int valid_logs(const struct sd_epoch_log *logs, int n)
 }
 
 /*
- * Whether this node may take a member's epoch history (logs[n], newest
- * first; their newest epoch their_epoch) for its own. Not when this node
- * stored an epoch that the member did not: a newer one, or one of the same
+ * Whether two epoch histories can be one: this node's and a member's
+ * (logs[n], newest first; their newest epoch their_epoch). Not when one
+ * stored an epoch that the other did not: a newer one, or one of the same
  * number with other nodes (the histories forked, as when a node that was
  * down for the last epochs restarted first and counted epochs alone).
- * Taking it would set this node's objects aside and recover the member's,
- * which may be older: acknowledged writes would be lost. A node whose own
- * newest epoch the member's history holds alike was only away: its copies
+ * joining: this node would take the member's history, set its own objects
+ * aside and recover the member's: refused when its own is the newer, as
+ * acknowledged writes would be lost. Otherwise this node, restarted alone,
+ * waits for the nodes of its newest epoch and the member is one of them:
+ * refused when the member's history is the newer (this node's copies are
+ * the older; it must not be the one the others learn from). A node whose
+ * newest epoch the other's history holds alike was only away: its copies
  * may be older, never newer. Caller holds cs_lock. 0 or -ESTALE (logged).
  */
-static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, int n)
+static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, int n, bool joining)
 {
 	struct sd_epoch_log *own;
 	int ret = 0;
 
 	if (!cs.formatted || cs.epoch == 0)
 		return 0;
-	if (cs.epoch > their_epoch) {
+	if (joining && cs.epoch > their_epoch) {
 		sd_err("this node stored epoch %" PRIu32 ", newer than the cluster's %" PRIu32,
 		       cs.epoch, their_epoch);
+		return -ESTALE;
+	}
+	if (!joining && their_epoch > cs.epoch) {
+		sd_err("a member stored epoch %" PRIu32 ", newer than this node's %" PRIu32,
+		       their_epoch, cs.epoch);
 		return -ESTALE;
 	}
 	own = calloc(1, sizeof(*own)); /* zeroed: no path reads it unset (script/analyze) */
@@ -638,8 +790,9 @@ static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, 
 			continue; /* not stored here: nothing to compare */
 		if (!same_nodes(own->nodes, (int)own->nr_nodes, logs[i].nodes,
 				(int)logs[i].nr_nodes)) {
-			sd_err("epoch %" PRIu32 " has other nodes here than in the cluster: "
-			       "the histories forked", logs[i].epoch);
+			sd_err("epoch %" PRIu32 " has other nodes here than on the member: "
+			       "the histories forked",
+			       logs[i].epoch);
 			ret = -ESTALE;
 		}
 	}
@@ -647,14 +800,16 @@ static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, 
 	return ret;
 }
 
-int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
+int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n,
+			bool joining)
 {
 	int ret = 0;
 
 	sd_mutex_lock(&cs_lock);
 	/* another cluster's or an unformatted one's: group_adopt says so */
-	if (rsp->cinfo.status == SD_STATUS_OK && cs.formatted && cs.ctime == rsp->cinfo.ctime)
-		ret = valid_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n);
+	if ((rsp->cinfo.status == SD_STATUS_OK || rsp->cinfo.status == SD_STATUS_WAIT_FOR_JOIN) &&
+	    cs.formatted && cs.ctime == rsp->cinfo.ctime)
+		ret = valid_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n, joining);
 	sd_mutex_unlock(&cs_lock);
 	return ret;
 }
@@ -677,6 +832,11 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	int ret = 0;
 
 	sd_mutex_lock(&cs_lock);
+	/* it waits for the nodes of its newest epoch: it serves, and answers, once they are back */
+	if (rsp->cinfo.status == SD_STATUS_WAIT_FOR_JOIN) {
+		ret = -EAGAIN;
+		goto out_unlock;
+	}
 	if (rsp->cinfo.status != SD_STATUS_OK) {
 		/* the cluster is not formatted (yet): nothing to learn */
 		if (cs.formatted) {
@@ -698,7 +858,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 		ret = -EINVAL;
 		goto out_unlock;
 	}
-	ret = check_history(rsp->cinfo.epoch, logs, n);
+	ret = check_history(rsp->cinfo.epoch, logs, n, true);
 	if (ret)
 		goto out_unlock;
 	for (int i = 0; i < n && !ret; i++)

@@ -176,6 +176,10 @@ static void opt_fail(struct nbd_conn *c, const struct nbd_optwork *ow, int ret)
 	case SD_RES_WAIT_FOR_FORMAT:
 		nbd_send_rep_err(c, NBD_REP_ERR_SHUTDOWN, "the cluster is not formatted");
 		break;
+	case SD_RES_WAIT_FOR_JOIN:
+		nbd_send_rep_err(c, NBD_REP_ERR_SHUTDOWN,
+				 "waiting for the other nodes of the cluster to join");
+		break;
 	default:
 		nbd_send_rep_err(c, NBD_REP_ERR_UNKNOWN, "export '%s': %s", name, sd_strerror(ret));
 		break;
@@ -291,6 +295,11 @@ static void resolve_work(struct work *w)
 
 	if (!group_is_formatted()) {
 		ow->ret = SD_RES_WAIT_FOR_FORMAT;
+		return;
+	}
+	/* restarted alone, its copies may be old (group_is_waiting) */
+	if (group_is_waiting()) {
+		ow->ret = SD_RES_WAIT_FOR_JOIN;
 		return;
 	}
 	bool snapshot;

@@ -55,6 +55,8 @@ static int op_stat_cluster(struct request *req)
 	if (max > 0)
 		n = group_read_epoch_logs(req->data, max);
 	req->rp.cinfo.status = cs.formatted ? SD_STATUS_OK : SD_STATUS_WAIT_FOR_FORMAT;
+	if (group_is_waiting() || recovery_join_waits())
+		req->rp.cinfo.status = SD_STATUS_WAIT_FOR_JOIN;
 	if (sys.shutting_down)
 		req->rp.cinfo.status = SD_STATUS_SHUTDOWN;
 	req->rp.cinfo.epoch = cs.epoch;
@@ -64,6 +66,11 @@ static int op_stat_cluster(struct request *req)
 	req->rp.cinfo.block_size_shift = cs.block_size_shift;
 	req->rp.data_length = n * sizeof(struct sd_epoch_log);
 	return SD_RES_SUCCESS;
+}
+
+static int op_force_start(struct request *req)
+{
+	return group_force_start() ? SD_RES_NOT_WAITING : SD_RES_SUCCESS;
 }
 
 static int op_get_node_list(struct request *req)
@@ -215,6 +222,8 @@ static const struct sd_op_template ops[] = {
 	/* ordered: every node stops, and none counts the others' exits as epochs */
 	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_ORDERED, true, op_shutdown },
 	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
+	/* the operator's way out of a wait for nodes that are gone for good */
+	{ "FORCE_START", SD_OP_FORCE_START, OP_MAIN, true, op_force_start },
 	/* a joining node learns the locks (cluster worker: in step with LOCK_VDI) */
 	{ "GET_VDI_LOCKS", SD_OP_GET_VDI_LOCKS, OP_CLUSTER, true, vdi_op_get_locks },
 	/* a joining node learns the deleted vdis (cluster worker: in step with DEL_VDI) */

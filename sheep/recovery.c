@@ -64,6 +64,7 @@ static bool run_queued;
 static uint32_t want_epoch; /* written on the main thread, read by the run */
 static struct work run_work, join_work;
 static bool is_joining; /* atomic: clients wait until the join is done */
+static bool is_member_waiting; /* atomic: its member waits (SD_STATUS_WAIT_FOR_JOIN) */
 
 static void sleep_ms(int ms)
 {
@@ -262,27 +263,61 @@ static bool is_mine(const struct epoch_ring *er, uint64_t oid)
 	return false;
 }
 
+/* the header of an inode of a VDI unknown here, read from its replicas, into the table */
+static bool learn_vdi(uint64_t oid, struct sd_inode_header *h)
+{
+	if (gateway_obj_read(oid, h, SD_INODE_HEADER_SIZE, 0, group_copies()) != SD_RES_SUCCESS)
+		return false;
+	vdi_inode_recovered(oid_to_vid(oid), h);
+	return true;
+}
+
 /*
  * The VDIs whose inodes the nodes list and that this node does not know
  * (the first node back after a whole cluster stopped knows only the
  * inodes it stores): learn their headers, so that their objects are placed
- * with their own copies.
+ * with their own copies. An inode that no node holds live yet (only in
+ * the stale sets of nodes that rejoined) cannot be read now: its oid goes
+ * to missed (how many returned), for clean_epoch to learn once every node
+ * has its objects back.
  */
-static void learn_vdis(const struct obj_set *set)
+static size_t learn_vdis(const struct obj_set *set, uint64_t **missed)
 {
 	struct sd_inode_header *h = malloc(sizeof(*h));
+	size_t nr_missed = 0;
 
+	*missed = NULL;
 	if (!h)
-		return;
+		return 0;
 	for (size_t i = 0; i < set->nr; i++) {
-		uint64_t oid = set->e[i].oid;
+		uint64_t oid = set->e[i].oid, *m;
 
-		if (!is_vdi_obj(oid) || !set->e[i].live || vdi_copies(oid_to_vid(oid)) > 0)
+		if (!is_vdi_obj(oid) || deleted_has(oid) || vdi_copies(oid_to_vid(oid)) > 0)
 			continue;
-		if (gateway_obj_read(oid, h, SD_INODE_HEADER_SIZE, 0, group_copies()) ==
-		    SD_RES_SUCCESS)
-			vdi_inode_recovered(oid_to_vid(oid), h);
+		if (set->e[i].live && learn_vdi(oid, h))
+			continue;
+		m = realloc(*missed, (nr_missed + 1) * sizeof(*m));
+		if (!m)
+			break;
+		m[nr_missed++] = oid;
+		*missed = m;
 	}
+	free(h);
+	return nr_missed;
+}
+
+/* clean_epoch, every node recovered: what learn_vdis could not read then */
+static void learn_missed_vdis(const uint64_t *missed, size_t nr)
+{
+	struct sd_inode_header *h = malloc(sizeof(*h));
+	size_t nr_learned = 0;
+
+	for (size_t i = 0; h && i < nr; i++)
+		if (vdi_copies(oid_to_vid(missed[i])) > 0 || learn_vdi(missed[i], h))
+			nr_learned++;
+	if (nr)
+		sd_info("learned %zu of %zu vdi(s) whose inodes only stale copies held", nr_learned,
+			nr);
 	free(h);
 }
 
@@ -313,7 +348,8 @@ static bool node_recovered(const struct epoch_ring *er, int node)
  * of them was listed, so the nodes that the ring names fetched it. Waits
  * for the others as long as the epoch lasts. True when cleaned.
  */
-static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
+static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set, const uint64_t *missed,
+			size_t nr_missed)
 {
 	uint64_t nr_removed = 0;
 
@@ -324,6 +360,7 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set)
 			sleep_ms(JOIN_SLEEP_MS);
 		}
 	}
+	learn_missed_vdis(missed, nr_missed);
 	set->nr = 0;
 	if (list_node(er, er->local_idx, false, set))
 		return false;
@@ -481,7 +518,8 @@ static int run_epoch(uint32_t epoch)
 {
 	struct epoch_ring *er = group_ring_get();
 	struct obj_set set = { 0 };
-	uint64_t local_bit, nr_todo = 0;
+	uint64_t local_bit, nr_todo = 0, *missed = NULL;
+	size_t nr_missed = 0;
 	int ret = 0;
 
 	if (!er)
@@ -504,7 +542,7 @@ static int run_epoch(uint32_t epoch)
 	if (ret)
 		goto out_free;
 	merge(&set);
-	learn_vdis(&set);
+	nr_missed = learn_vdis(&set, &missed);
 	local_bit = UINT64_C(1) << er->local_idx;
 	for (size_t i = 0; i < set.nr; i++) {
 		if (deleted_has(set.e[i].oid)) {
@@ -527,10 +565,11 @@ static int run_epoch(uint32_t epoch)
 			epoch, info.nr_done, info.nr_failed);
 		set_info(epoch, SD_RECOVERY_WAITING);
 		/* only with every object fetched (retry_failed) is anything removed */
-		if (!info.nr_failed && clean_epoch(er, &set))
+		if (!info.nr_failed && clean_epoch(er, &set, missed, nr_missed))
 			set_info(epoch, SD_RECOVERY_DONE);
 	}
 out_free:
+	free(missed);
 	free(set.e);
 out_put:
 	group_ring_put(er);
@@ -609,7 +648,13 @@ static int learn_state(struct sd_node_id *from, bool check_only)
 		if (peer_request(from, &rq, NULL, logs, &rsp) || rsp.result != SD_RES_SUCCESS)
 			continue;
 		n = (int)(rsp.data_length / sizeof(*logs));
-		ret = check_only ? group_check_history(&rsp, logs, n) : group_adopt(&rsp, logs, n);
+		__atomic_store_n(&is_member_waiting, rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN,
+				 __ATOMIC_RELEASE);
+		ret = check_only ? group_check_history(&rsp, logs, n, true)
+				 : group_adopt(&rsp, logs, n);
+		/* it waits for the nodes of its last epoch, this one among them: for as long */
+		if (ret == -EAGAIN && rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN)
+			tries = 0;
 	}
 out_free:
 	free(cs);
@@ -642,13 +687,14 @@ static void join_fn(struct work *w)
 	uint64_t nr_stale = 0;
 	int ret;
 
-	set_info(0, SD_RECOVERY_JOINING);
 	/* a history newer than the member's: refused before any object moves */
 	ret = learn_state(&from, true);
 	if (ret) {
 		join_refused(ret);
 		return;
 	}
+	/* from here on: a member that waits for this node may serve (wait_check_fn) */
+	set_info(0, SD_RECOVERY_JOINING);
 	/* before any peer can reach this node on the cluster's epoch */
 	ret = sd_store->stale_all(&nr_stale);
 	if (ret) {
@@ -679,6 +725,82 @@ static void join_fn(struct work *w)
 	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);
 }
 
+/* ---- a node restarted alone, before it serves (group.c: is_waiting) ---- */
+
+static struct work wait_work;
+static bool wait_queued, wait_again; /* main thread */
+static uint32_t wait_gen;	     /* main thread: the membership being checked */
+static int wait_result;		     /* the check's, read in its done */
+
+/*
+ * Every other member has compared its history with this node's and found
+ * it may take it (join_fn's first step): its recovery state is JOINING
+ * only from then on; one whose own history is newer refuses and leaves.
+ * STAT_RECOVERY, not STAT_CLUSTER: a joining node's cluster worker is busy
+ * with the join, which waits for this node to serve.
+ */
+static void wait_check_fn(struct work *w)
+{
+	struct cluster_state *cs = malloc(sizeof(*cs));
+
+	wait_result = -ENOMEM;
+	if (!cs)
+		return;
+	group_get_state(cs);
+	wait_result = 0;
+	for (int i = 0; i < cs->nr_nodes && !wait_result; i++) {
+		int tries = 0;
+
+		if (i == cs->local_idx)
+			continue;
+		do {
+			struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
+					     .opcode = SD_OP_STAT_RECOVERY,
+					     .data_length = sizeof(struct sd_recovery_info) };
+			struct sd_recovery_info ri = { 0 };
+			struct sd_rsp rsp;
+
+			if (tries)
+				sleep_ms(JOIN_SLEEP_MS);
+			wait_result = -EAGAIN;
+			if (!peer_request(&cs->nodes[i].nid, &rq, NULL, &ri, &rsp) &&
+			    rsp.result == SD_RES_SUCCESS && ri.state == SD_RECOVERY_JOINING)
+				wait_result = 0;
+		} while (wait_result == -EAGAIN && ++tries < JOIN_TRIES && !sys.shutting_down &&
+			 group_is_waiting());
+	}
+	free(cs);
+}
+
+static void wait_check_done(struct work *w)
+{
+	wait_queued = false;
+	if (wait_again) { /* the members changed meanwhile: check the new ones */
+		recovery_wait_check(wait_gen);
+		return;
+	}
+	if (!wait_result)
+		group_end_wait(wait_gen);
+	else if (group_is_waiting())
+		sd_err("the nodes that are back did not all start their join: %s; waiting for "
+		       "the next membership change (or collie cluster recover force)",
+		       strerror(-wait_result));
+}
+
+void recovery_wait_check(uint32_t gen)
+{
+	wait_gen = gen;
+	if (wait_queued) {
+		wait_again = true;
+		return;
+	}
+	wait_again = false;
+	wait_queued = true;
+	wait_work.fn = wait_check_fn;
+	wait_work.done = wait_check_done;
+	wq_queue(recovery_wq, &wait_work);
+}
+
 /* the layer above's news that the join is done (request.c: run what waited) */
 static void (*join_done_fn)(void);
 
@@ -701,6 +823,11 @@ void recovery_join(void)
 	join_work.fn = join_fn;
 	join_work.done = join_done;
 	wq_queue(cluster_wq, &join_work);
+}
+
+bool recovery_join_waits(void)
+{
+	return recovery_is_joining() && __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE);
 }
 
 bool recovery_is_joining(void)

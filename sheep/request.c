@@ -596,6 +596,9 @@ static void dispatch(struct request *req)
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    recovery_is_joining()) {
+		/* for as long as the nodes of the cluster's last epoch take to come back */
+		if (recovery_join_waits())
+			return finish_with(req, SD_RES_WAIT_FOR_JOIN);
 		list_add_tail(&req->node, &join_waiters);
 		return;
 	}
@@ -607,6 +610,13 @@ static void dispatch(struct request *req)
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
 	    !group_is_formatted())
 		return finish_with(req, SD_RES_WAIT_FOR_FORMAT);
+	/* restarted alone, its copies may be old: nothing until its last epoch's nodes are back */
+	if (!req->op->force && group_is_waiting())
+		return finish_with(req, SD_RES_WAIT_FOR_JOIN);
+	/* a joining node's cluster worker is busy with the join, which may wait long */
+	if (req->op->type == OP_MAIN ||
+	    (req->op->opcode == SD_OP_STAT_CLUSTER && recovery_is_joining()))
+		return finish_with(req, req->op->process(req));
 	switch (req->op->type) {
 	case OP_MAIN:
 		return finish_with(req, req->op->process(req));

@@ -523,7 +523,8 @@ int main(int argc, char **argv)
 	group_set_news(&(struct group_news){ .joined = recovery_join,
 					     .epoch_changed = recovery_kick,
 					     .node_left = peer_abort_node,
-					     .serving = request_join_done });
+					     .serving = request_join_done,
+					     .wait_covered = recovery_wait_check });
 	group_set_deliver(ordered_deliver);
 	recovery_set_join_done(request_join_done);
 	ordered_set_done(request_done);

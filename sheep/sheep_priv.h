@@ -222,6 +222,12 @@ struct group_news {
 	 * waited for the join goes on.
 	 */
 	void (*serving)(void);
+	/*
+	 * This node, restarted alone, waits for the nodes of its newest epoch
+	 * (group_is_waiting) and they are all members now: check that none
+	 * holds a newer history, then group_end_wait(gen).
+	 */
+	void (*wait_covered)(uint32_t gen);
 };
 void group_set_news(const struct group_news *n);
 /*
@@ -242,15 +248,27 @@ void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
 /* true from this node's join into a running cluster until group_adopt() */
 bool group_is_joining(void);
+/*
+ * True while this node, started alone on a formatted directory, waits for
+ * the nodes of the newest epoch it stored (group.c, sd_join_handler): it
+ * serves no client and counts no epoch meanwhile.
+ */
+bool group_is_waiting(void);
+/* main thread: serve without the nodes still awaited: 0, or -EALREADY (not waiting) */
+int group_force_start(void);
+/* main thread: the members of wait_covered's gen hold no newer history: serve, if still so */
+void group_end_wait(uint32_t gen);
 /* see group.c: 0, -EAGAIN (retry) or -errno */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
 /*
- * Before a joining node touches its objects: may it take this member's
- * answer (STAT_CLUSTER) as its history? 0, or -ESTALE when its own history
- * is newer or forked (group.c: check_history), -EINVAL for logs that
- * cannot be ones.
+ * A member's answer to STAT_CLUSTER against this node's history (group.c:
+ * check_history). joining: may this node take it, before it touches its
+ * objects (-ESTALE: its own is newer or forked)? Otherwise, this node
+ * waits (group_is_waiting): is the member's no newer (-ESTALE: it is, or
+ * forked)? 0, or -EINVAL for logs that cannot be ones.
  */
-int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
+int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n,
+			bool joining);
 uint8_t group_copies(void);
 int group_nr_nodes(void);
 /* fill logs (up to max entries, newest first): returns how many */
@@ -420,8 +438,12 @@ void recovery_join(void);
 void recovery_set_join_done(void (*fn)(void));
 /* main thread: a new epoch began; bring its objects to this node */
 void recovery_kick(void);
+/* main thread: group_news.wait_covered (the histories of the nodes that are back) */
+void recovery_wait_check(uint32_t gen);
 /* true while this node learns the state of the cluster it joined */
 bool recovery_is_joining(void);
+/* true while it does, from a member that waits for the nodes of its last epoch */
+bool recovery_join_waits(void);
 /* --recovery-max-bandwidth's default, MB/s (0: unlimited) */
 #define RECOVERY_DEFAULT_BW 0
 void recovery_set_max_bandwidth(uint64_t mb_per_s);
