@@ -65,6 +65,7 @@ static uint32_t want_epoch; /* written on the main thread, read by the run */
 static struct work run_work, join_work;
 static bool is_joining; /* atomic: clients wait until the join is done */
 static bool is_member_waiting; /* atomic: its member waits (SD_STATUS_WAIT_FOR_JOIN) */
+static uint32_t member_epoch;  /* join_fn's: the member's newest epoch, at the history check */
 
 static void sleep_ms(int ms)
 {
@@ -650,6 +651,7 @@ static int learn_state(struct sd_node_id *from, bool check_only)
 		n = (int)(rsp.data_length / sizeof(*logs));
 		__atomic_store_n(&is_member_waiting, rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN,
 				 __ATOMIC_RELEASE);
+		member_epoch = rsp.cinfo.epoch;
 		ret = check_only ? group_check_history(&rsp, logs, n, true)
 				 : group_adopt(&rsp, logs, n);
 		/* it waits for the nodes of its last epoch, this one among them: for as long */
@@ -685,6 +687,7 @@ static void join_fn(struct work *w)
 {
 	struct sd_node_id from;
 	uint64_t nr_stale = 0;
+	bool keep;
 	int ret;
 
 	/* a history newer than the member's: refused before any object moves */
@@ -693,16 +696,29 @@ static void join_fn(struct work *w)
 		join_refused(ret);
 		return;
 	}
-	/* from here on: a member that waits for this node may serve (wait_check_fn) */
-	set_info(0, SD_RECOVERY_JOINING);
-	/* before any peer can reach this node on the cluster's epoch */
-	ret = sd_store->stale_all(&nr_stale);
+	/*
+	 * The member waits for the nodes of the epoch it stopped at (the whole
+	 * cluster restarts) and this node stopped at that epoch too (the
+	 * histories are one: checked above): nobody served since, its copies
+	 * are as new as any, and they stay in place. Otherwise they are set
+	 * aside before any peer can reach this node on the cluster's epoch.
+	 */
+	keep =
+	    __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE) && member_epoch == group_epoch();
+	if (keep)
+		sd_info("the cluster restarts at epoch %" PRIu32 ", where this node stopped: its "
+			"objects stay in place",
+			member_epoch);
+	else
+		ret = sd_store->stale_all(&nr_stale);
 	if (ret) {
 		sd_emerg("cannot set the objects aside before joining: %s", sd_strerror(ret));
 		sys.exit_status = 1;
 		sheep_request_shutdown();
 		return;
 	}
+	/* from here on: a member that waits for this node may serve (wait_check_fn) */
+	set_info(0, SD_RECOVERY_JOINING);
 	if (nr_stale)
 		sd_info("%" PRIu64 " object(s) set aside as stale until recovered", nr_stale);
 	count(&info.nr_stale, nr_stale);
