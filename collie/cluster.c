@@ -169,18 +169,53 @@ static int cluster_shutdown(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* a node restarted alone waits for the nodes of its last epoch: serve without them */
+/*
+ * A node restarted alone waits for the nodes of its last epoch: serve
+ * without them. The nodes that joined it wait too (their status says so)
+ * and answer NOT_WAITING: the one that waits is asked through the list.
+ */
 static int cluster_recover(int argc, char **argv)
 {
+	struct sd_node *nodes;
+	uint32_t nr, local;
 	struct sd_req hdr;
 	struct sd_rsp rsp;
+	int ret;
 
 	if (strcmp(argv[0], "force")) {
 		collie_err("usage: collie cluster recover force");
 		return EXIT_USAGE;
 	}
 	collie_init_req(&hdr, SD_OP_FORCE_START);
-	return collie_run("failed to force the cluster to start", &hdr, NULL, 0, 0, &rsp);
+	if (collie_exec(&hdr, NULL, 0, 0, &rsp))
+		return EXIT_SYSFAIL;
+	if (rsp.result == SD_RES_SUCCESS)
+		return EXIT_OK;
+	if (rsp.result != SD_RES_NOT_WAITING) {
+		collie_err("failed to force the cluster to start: %s",
+			   sd_strerror((int)rsp.result));
+		return collie_exit_code((int)rsp.result);
+	}
+	ret = node_get_list(&nodes, &nr, &local);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < nr; i++) {
+		char host[64];
+
+		if (i == local)
+			continue;
+		collie_node_host(&nodes[i], host, sizeof(host));
+		collie_init_req(&hdr, SD_OP_FORCE_START);
+		if (!collie_exec_at(host, nodes[i].nid.port, &hdr, NULL, 0, 0, &rsp) &&
+		    rsp.result == SD_RES_SUCCESS) {
+			free(nodes);
+			return EXIT_OK;
+		}
+	}
+	free(nodes);
+	collie_err("failed to force the cluster to start: no node of the cluster waits for "
+		   "other nodes");
+	return collie_exit_code(SD_RES_NOT_WAITING);
 }
 
 const struct subcommand cluster_cmds[] = {
