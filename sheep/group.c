@@ -426,7 +426,7 @@ static bool members_cover(const struct sd_epoch_log *log, const struct sd_node *
 /* main thread: how many nodes of the newest stored epoch are not members (0: none, or no log) */
 static int nr_awaited(const struct sd_node *members, int nr)
 {
-	struct sd_epoch_log *last = malloc(sizeof(*last));
+	struct sd_epoch_log *last = calloc(1, sizeof(*last)); /* zeroed: script/analyze */
 	int missing = 0;
 
 	if (!last)
