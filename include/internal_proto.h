@@ -130,6 +130,11 @@
 #define SD_STATUS_HALT 3
 /* restarted alone: waits for the nodes of its newest epoch before serving */
 #define SD_STATUS_WAIT_FOR_JOIN 4
+/*
+ * rsp.cinfo.flags: the node stopped at its newest epoch with a cluster
+ * shutdown and has served nothing since it started again
+ */
+#define SD_CINFO_CLEAN_STOP 0x01
 
 #define SD_MAX_NODES 64
 

@@ -190,7 +190,8 @@ struct sd_rsp {
 			uint64_t ctime;
 			uint8_t copies;
 			uint8_t block_size_shift;
-			uint8_t pad1[6];
+			uint8_t flags; /* internal_proto.h: SD_CINFO_* */
+			uint8_t pad1[5];
 		} cinfo;
 		struct {
 			uint32_t __pad;

@@ -64,6 +64,7 @@ static bool has_joined;		    /* main thread: its own first join was delivered */
 static bool is_waiting;	      /* under cs_lock (atomic reads): for the nodes of its newest epoch */
 static uint32_t wait_gen;     /* main thread: membership changes while waiting */
 static uint32_t nr_evictions; /* main thread */
+static bool started_clean;    /* set at start: see group_started_clean() */
 
 /* caller holds cs_lock: a new ring for the current members and epoch */
 static void rebuild_ring(void)
@@ -253,6 +254,81 @@ static int check_format(uint8_t copies, uint8_t shift, const char *from)
 	return -EINVAL;
 }
 
+/*
+ * DIR/clean-stop: written as the daemon exits after a cluster shutdown,
+ * removed (durably) as it starts, so that it says, at the next start, that
+ * nothing was cut or written since: a crash or a power cut leaves none.
+ */
+#define CLEAN_STOP_FILE "clean-stop"
+struct clean_stop {
+	uint64_t ctime; /* the cluster's */
+	uint32_t epoch; /* this node's newest */
+	uint32_t pad;
+};
+
+/* fsync the daemon's directory (DIR): 0 or -errno */
+static int sync_dir(void)
+{
+	int fd = open(sys.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* at start, formatted: whether the last stop was clean at this epoch; the mark goes */
+static int take_clean_stop(void)
+{
+	struct clean_stop c = { 0 };
+	char path[4200];
+	int ret;
+
+	path_of(path, sizeof(path), CLEAN_STOP_FILE);
+	ret = read_file(path, &c, sizeof(c));
+	if (ret == -ENOENT)
+		return 0;
+	started_clean = !ret && c.ctime == cs.ctime && c.epoch == cs.epoch;
+	/* gone for good before this node can serve anything */
+	if (unlink(path) < 0 || sync_dir()) {
+		ret = -errno;
+		sd_err("cannot remove %s: %s", path, strerror(-ret));
+		started_clean = false;
+		return ret;
+	}
+	if (started_clean)
+		sd_info("stopped cleanly at epoch %" PRIu32 " by a cluster shutdown", cs.epoch);
+	return 0;
+}
+
+bool group_started_clean(void)
+{
+	return started_clean;
+}
+
+void group_stopped(void)
+{
+	struct clean_stop c = { 0 };
+	int ret;
+
+	/*
+	 * Not after a crash that this node did not take part in mending: one
+	 * that waited since an unclean start and never served stays unclean.
+	 */
+	if (!is_cluster_stopping || !cs.formatted || sys.exit_status ||
+	    (group_is_waiting() && !started_clean))
+		return;
+	c.ctime = cs.ctime;
+	c.epoch = cs.epoch;
+	ret = group_write_file(CLEAN_STOP_FILE, &c, sizeof(c));
+	if (!ret)
+		ret = sync_dir();
+	if (ret)
+		sd_err("cannot mark the clean stop: %s", strerror(-ret));
+}
+
 int group_init(void)
 {
 	struct sheep_disk_config cfg;
@@ -280,7 +356,7 @@ int group_init(void)
 	cs.block_size_shift = cfg.block_size_shift;
 	cs.epoch = latest_epoch_on_disk();
 	sd_info("formatted cluster, copies %u, latest epoch %" PRIu32, cs.copies, cs.epoch);
-	return 0;
+	return take_clean_stop();
 }
 
 static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)

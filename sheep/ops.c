@@ -57,6 +57,7 @@ static int op_stat_cluster(struct request *req)
 	req->rp.cinfo.status = cs.formatted ? SD_STATUS_OK : SD_STATUS_WAIT_FOR_FORMAT;
 	if (group_is_waiting() || recovery_join_waits())
 		req->rp.cinfo.status = SD_STATUS_WAIT_FOR_JOIN;
+	req->rp.cinfo.flags = group_started_clean() ? SD_CINFO_CLEAN_STOP : 0;
 	if (sys.shutting_down)
 		req->rp.cinfo.status = SD_STATUS_SHUTDOWN;
 	req->rp.cinfo.epoch = cs.epoch;

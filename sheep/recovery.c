@@ -66,6 +66,7 @@ static struct work run_work, join_work;
 static bool is_joining; /* atomic: clients wait until the join is done */
 static bool is_member_waiting; /* atomic: its member waits (SD_STATUS_WAIT_FOR_JOIN) */
 static uint32_t member_epoch;  /* join_fn's: the member's newest epoch, at the history check */
+static bool member_clean;      /* and whether it stopped cleanly (SD_CINFO_CLEAN_STOP) */
 
 static void sleep_ms(int ms)
 {
@@ -652,6 +653,7 @@ static int learn_state(struct sd_node_id *from, bool check_only)
 		__atomic_store_n(&is_member_waiting, rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN,
 				 __ATOMIC_RELEASE);
 		member_epoch = rsp.cinfo.epoch;
+		member_clean = rsp.cinfo.flags & SD_CINFO_CLEAN_STOP;
 		ret = check_only ? group_check_history(&rsp, logs, n, true)
 				 : group_adopt(&rsp, logs, n);
 		/* it waits for the nodes of its last epoch, this one among them: for as long */
@@ -698,13 +700,16 @@ static void join_fn(struct work *w)
 	}
 	/*
 	 * The member waits for the nodes of the epoch it stopped at (the whole
-	 * cluster restarts) and this node stopped at that epoch too (the
-	 * histories are one: checked above): nobody served since, its copies
-	 * are as new as any, and they stay in place. Otherwise they are set
-	 * aside before any peer can reach this node on the cluster's epoch.
+	 * cluster restarts), this node stopped at that epoch too (the histories
+	 * are one: checked above), and both stopped with a cluster shutdown
+	 * (nothing cut, nothing served since): its copies are as new as any,
+	 * and they stay in place. Otherwise they are set aside before any peer
+	 * can reach this node on the cluster's epoch; after a crash or a power
+	 * cut, recovery then makes each object's copies one again (a write cut
+	 * by it may have reached some of them only).
 	 */
-	keep =
-	    __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE) && member_epoch == group_epoch();
+	keep = __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE) &&
+	       member_epoch == group_epoch() && member_clean && group_started_clean();
 	if (keep)
 		sd_info("the cluster restarts at epoch %" PRIu32 ", where this node stopped: its "
 			"objects stay in place",

@@ -617,6 +617,7 @@ int main(int argc, char **argv)
 #endif
 	wq_shutdown_all();
 	sd_store->flush();
+	group_stopped();
 	sd_info("stopped");
 	sd_log_close();
 	return sys.exit_status;

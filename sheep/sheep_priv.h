@@ -254,6 +254,14 @@ bool group_is_joining(void);
  * serves no client and counts no epoch meanwhile.
  */
 bool group_is_waiting(void);
+/*
+ * True when this node's last stop was a cluster shutdown at its newest
+ * epoch (DIR/clean-stop, removed as it starts): its copies hold every
+ * write that was acknowledged, and none was cut since. group_stopped(), as
+ * the daemon exits, writes the mark after a cluster shutdown.
+ */
+bool group_started_clean(void);
+void group_stopped(void);
 /* main thread: serve without the nodes still awaited: 0, or -EALREADY (not waiting) */
 int group_force_start(void);
 /* main thread: the members of wait_covered's gen hold no newer history: serve, if still so */
