@@ -359,13 +359,24 @@ int group_init(void)
 	return take_clean_stop();
 }
 
+/*
+ * The same nodes (address, port and zone), in any order: the driver lists
+ * the members in the order they joined, which a restart need not repeat.
+ * A list holds no node twice.
+ */
 static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)
 {
 	if (nr_a != nr_b)
 		return false;
-	for (int i = 0; i < nr_a; i++)
-		if (memcmp(&a[i].nid, &b[i].nid, sizeof(a[i].nid)) || a[i].zone != b[i].zone)
+	for (int i = 0; i < nr_a; i++) {
+		bool found = false;
+
+		for (int j = 0; j < nr_b && !found; j++)
+			found = !memcmp(&a[i].nid, &b[j].nid, sizeof(a[i].nid)) &&
+				a[i].zone == b[j].zone;
+		if (!found)
 			return false;
+	}
 	return true;
 }
 
