@@ -85,6 +85,39 @@ static void print_epoch(const struct sd_epoch_log *log)
 	printf(opts.raw ? "\n" : "]\n");
 }
 
+/*
+ * A node that waits: "Waiting for: ADDR:PORT, ..." the nodes of its newest
+ * epoch (logs[nr]) that are not members yet, as GET_NODE_LIST tells.
+ */
+static void print_awaited(const struct sd_epoch_log *logs, uint32_t nr)
+{
+	const struct sd_epoch_log *last = NULL;
+	struct sd_node *nodes;
+	uint32_t nr_nodes, local, n = 0;
+	char addr[64];
+
+	for (uint32_t i = 0; i < nr; i++)
+		if (!last || logs[i].epoch > last->epoch)
+			last = &logs[i];
+	if (!last || node_get_list(&nodes, &nr_nodes, &local))
+		return;
+	for (uint32_t i = 0; i < min_t(uint32_t, last->nr_nodes, SD_MAX_NODES); i++) {
+		bool member = false;
+
+		for (uint32_t j = 0; j < nr_nodes && !member; j++)
+			member = !memcmp(&last->nodes[i].nid, &nodes[j].nid, sizeof(nodes[j].nid));
+		if (member)
+			continue;
+		sd_addr_to_str(last->nodes[i].nid.addr, last->nodes[i].nid.port, addr,
+			       sizeof(addr));
+		printf("%s%s", n++ ? ", " : "Waiting for: ", addr);
+	}
+	if (!n)
+		printf("Waiting for: nobody; the nodes check each other's history");
+	printf("\n");
+	free(nodes);
+}
+
 static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint32_t nr)
 {
 	char when[64];
@@ -94,7 +127,10 @@ static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint
 		printf("%llu %u\n", (unsigned long long)collie_time_to_sec(rsp->cinfo.ctime),
 		       rsp->cinfo.copies);
 	} else {
-		printf("Cluster status: %s\n\n", status_str(rsp->cinfo.status));
+		printf("Cluster status: %s\n", status_str(rsp->cinfo.status));
+		if (rsp->cinfo.status == SD_STATUS_WAIT_FOR_JOIN)
+			print_awaited(logs, nr);
+		printf("\n");
 		collie_fmt_time(rsp->cinfo.ctime, "%Y-%m-%d %H:%M:%S", when, sizeof(when));
 		printf("Cluster created at %s\n", when);
 		printf("Copies: %u\n\n", rsp->cinfo.copies);
