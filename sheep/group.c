@@ -3,9 +3,16 @@
  *
  * DIR/config holds the format (creation time, copies, object size); every
  * epoch's node list is stored as DIR/epoch/NNNNNNNN, so a restarted node
- * knows the history. Every membership change after format starts an epoch.
+ * knows the history (the files: group_disk.c). Every membership change
+ * after format starts an epoch; the same nodes in another order are none.
  * State is changed only on the main thread; readers on other threads take
  * the lock.
+ *
+ * Restart: a node that starts alone on a formatted directory whose newest
+ * epoch had other nodes waits for them (group_is_waiting), serving nothing
+ * and counting no epoch, until they are back or an operator forces it
+ * (group_force_start). A clean stop (a cluster shutdown) is marked in
+ * DIR/clean-stop for the next start (group_started_clean).
  *
  * Quorum: a node whose partition has no quorum (the cluster driver says
  * so, see cluster.h) counts no epoch and applies no event: it stops with
@@ -19,7 +26,7 @@
  * loop it leaves the driver and joins it again as a new member: a new
  * epoch, its objects set aside as stale and recovered like any joiner's.
  * If it comes back alone (every other node is gone), it is the cluster,
- * as a node that restarts alone is: the requests that waited since the
+ * as a node that formed it alone is: the requests that waited since the
  * eviction are served then (news.serving).
  * Membership news goes up through the callbacks that main registered
  * (group_set_news), and so do the cluster's ordered messages
@@ -40,6 +47,7 @@
 #include "event.h"
 #include "lock.h"
 #include "net.h"
+#include "group_disk.h"
 #include "sheep_priv.h"
 
 #define CONFIG_MAGIC UINT64_C(0x53444f47434f4e46) /* "SDOGCONF" */
@@ -140,102 +148,6 @@ int group_notify(const void *msg, size_t len)
 	return driver ? driver->notify(msg, len) : -ENOTCONN;
 }
 
-static void path_of(char *buf, size_t len, const char *name)
-{
-	snprintf(buf, len, "%s/%s", sys.dir, name);
-}
-
-/* write a small file whole: tmp, fsync, rename, fsync dir. 0 or -errno */
-static int write_file_atomic(const char *path, const void *buf, size_t len)
-{
-	char tmp[4200];
-	int fd, ret;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	ret = sd_write_full(fd, buf, len);
-	if (!ret && fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	if (!ret && rename(tmp, path) < 0)
-		ret = -errno;
-	if (ret)
-		unlink(tmp);
-	return ret;
-}
-
-int group_write_file(const char *name, const void *buf, size_t len)
-{
-	char path[4200];
-
-	path_of(path, sizeof(path), name);
-	return write_file_atomic(path, buf, len);
-}
-
-static int read_file(const char *path, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
-
-	if (fd < 0)
-		return -errno;
-	ret = sd_read_full(fd, buf, len);
-	close(fd);
-	return ret;
-}
-
-static int write_epoch_log(uint32_t epoch, const struct sd_node *nodes, int nr)
-{
-	struct sd_epoch_log log = { 0 };
-	char path[4200], name[64];
-
-	log.ctime = (uint64_t)time(NULL);
-	log.epoch = epoch;
-	log.nr_nodes = nr;
-	memcpy(log.nodes, nodes, nr * sizeof(*nodes));
-	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
-	path_of(path, sizeof(path), name);
-	return write_file_atomic(path, &log, sizeof(log));
-}
-
-/* 0, or -errno; -EINVAL for a file that is not epoch's log */
-static int read_epoch_log(uint32_t epoch, struct sd_epoch_log *log)
-{
-	char path[4200], name[64];
-	int ret;
-
-	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
-	path_of(path, sizeof(path), name);
-	ret = read_file(path, log, sizeof(*log));
-	if (!ret && (log->epoch != epoch || log->nr_nodes > SD_MAX_NODES)) {
-		sd_err("%s is not the log of epoch %" PRIu32, path, epoch);
-		ret = -EINVAL;
-	}
-	return ret;
-}
-
-static uint32_t latest_epoch_on_disk(void)
-{
-	char path[4200];
-	DIR *d;
-	struct dirent *de;
-	uint32_t max = 0;
-
-	path_of(path, sizeof(path), "epoch");
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		char *end;
-		unsigned long e = strtoul(de->d_name, &end, 10);
-		if (*end == '\0' && strlen(de->d_name) == 8 && e > max)
-			max = (uint32_t)e;
-	}
-	closedir(d);
-	return max;
-}
-
 /*
  * The format's copies and object size, checked where they enter: from
  * DIR/config, from a member's answer, from MAKE_FS. Every VDI and object
@@ -266,19 +178,6 @@ struct clean_stop {
 	uint32_t pad;
 };
 
-/* fsync the daemon's directory (DIR): 0 or -errno */
-static int sync_dir(void)
-{
-	int fd = open(sys.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* at start, formatted: whether the last stop was clean at this epoch; the mark goes */
 static int take_clean_stop(void)
 {
@@ -286,13 +185,13 @@ static int take_clean_stop(void)
 	char path[4200];
 	int ret;
 
-	path_of(path, sizeof(path), CLEAN_STOP_FILE);
-	ret = read_file(path, &c, sizeof(c));
+	gd_path(path, sizeof(path), CLEAN_STOP_FILE);
+	ret = gd_read_file(path, &c, sizeof(c));
 	if (ret == -ENOENT)
 		return 0;
 	started_clean = !ret && c.ctime == cs.ctime && c.epoch == cs.epoch;
 	/* gone for good before this node can serve anything */
-	if (unlink(path) < 0 || sync_dir()) {
+	if (unlink(path) < 0 || gd_sync_dir()) {
 		ret = -errno;
 		sd_err("cannot remove %s: %s", path, strerror(-ret));
 		started_clean = false;
@@ -324,7 +223,7 @@ void group_stopped(void)
 	c.epoch = cs.epoch;
 	ret = group_write_file(CLEAN_STOP_FILE, &c, sizeof(c));
 	if (!ret)
-		ret = sync_dir();
+		ret = gd_sync_dir();
 	if (ret)
 		sd_err("cannot mark the clean stop: %s", strerror(-ret));
 }
@@ -335,12 +234,12 @@ int group_init(void)
 	char path[4200];
 	int ret;
 
-	path_of(path, sizeof(path), "epoch");
+	gd_path(path, sizeof(path), "epoch");
 	ret = sd_mkdir_p(path, 0755);
 	if (ret)
 		return ret;
-	path_of(path, sizeof(path), "config");
-	ret = read_file(path, &cfg, sizeof(cfg));
+	gd_path(path, sizeof(path), "config");
+	ret = gd_read_file(path, &cfg, sizeof(cfg));
 	if (ret == -ENOENT)
 		return 0;
 	if (ret || cfg.magic != CONFIG_MAGIC) {
@@ -354,7 +253,7 @@ int group_init(void)
 	cs.ctime = cfg.ctime;
 	cs.copies = cfg.copies;
 	cs.block_size_shift = cfg.block_size_shift;
-	cs.epoch = latest_epoch_on_disk();
+	cs.epoch = gd_latest_epoch();
 	sd_info("formatted cluster, copies %u, latest epoch %" PRIu32, cs.copies, cs.epoch);
 	return take_clean_stop();
 }
@@ -401,9 +300,9 @@ static bool update_members(const struct sd_node *members, int nr)
 	/* a cluster shutdown stops every node: their exits are no new epoch */
 	if (cs.formatted && !cs.joining && !is_waiting && !sys.shutting_down &&
 	    !is_cluster_stopping &&
-	    (cs.epoch == 0 || read_epoch_log(cs.epoch, &last) ||
+	    (cs.epoch == 0 || gd_read_epoch_log(cs.epoch, &last) ||
 	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
-		int ret = write_epoch_log(cs.epoch + 1, members, nr);
+		int ret = gd_write_epoch_log(cs.epoch + 1, members, nr);
 		if (ret) {
 			sd_err("cannot store epoch %" PRIu32 ": %s", cs.epoch + 1, strerror(-ret));
 		} else {
@@ -519,7 +418,7 @@ static int nr_awaited(const struct sd_node *members, int nr)
 	if (!last)
 		return 0;
 	sd_mutex_lock(&cs_lock);
-	if (cs.formatted && cs.epoch && !read_epoch_log(cs.epoch, last) &&
+	if (cs.formatted && cs.epoch && !gd_read_epoch_log(cs.epoch, last) &&
 	    !members_cover(last, members, nr)) {
 		missing = (int)last->nr_nodes;
 		for (uint32_t i = 0; i < last->nr_nodes; i++)
@@ -771,7 +670,6 @@ void sd_quorum_lost_handler(void)
 int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 {
 	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
-	char path[4200];
 	int ret;
 
 	sd_mutex_lock(&cs_lock);
@@ -794,11 +692,9 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 	cfg.ctime = ctime ? ctime : (uint64_t)time(NULL);
 	cfg.copies = copies;
 	cfg.block_size_shift = shift;
-	ret = write_epoch_log(1, cs.nodes, cs.nr_nodes);
-	if (!ret) {
-		path_of(path, sizeof(path), "config");
-		ret = write_file_atomic(path, &cfg, sizeof(cfg));
-	}
+	ret = gd_write_epoch_log(1, cs.nodes, cs.nr_nodes);
+	if (!ret)
+		ret = group_write_file("config", &cfg, sizeof(cfg));
 	if (ret) {
 		sd_err("cannot store the format: %s", strerror(-ret));
 		goto out_unlock;
@@ -873,7 +769,7 @@ static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, 
 	if (!own)
 		return -ENOMEM;
 	for (int i = 0; i < n && !ret; i++) {
-		if (logs[i].epoch > cs.epoch || read_epoch_log(logs[i].epoch, own))
+		if (logs[i].epoch > cs.epoch || gd_read_epoch_log(logs[i].epoch, own))
 			continue; /* not stored here: nothing to compare */
 		if (!same_nodes(own->nodes, (int)own->nr_nodes, logs[i].nodes,
 				(int)logs[i].nr_nodes)) {
@@ -915,7 +811,6 @@ int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *log
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n)
 {
 	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
-	char path[4200];
 	int ret = 0;
 
 	sd_mutex_lock(&cs_lock);
@@ -949,13 +844,12 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	if (ret)
 		goto out_unlock;
 	for (int i = 0; i < n && !ret; i++)
-		ret = write_epoch_log(logs[i].epoch, logs[i].nodes, (int)logs[i].nr_nodes);
+		ret = gd_write_epoch_log(logs[i].epoch, logs[i].nodes, (int)logs[i].nr_nodes);
 	if (!ret && !cs.formatted) {
 		cfg.ctime = rsp->cinfo.ctime;
 		cfg.copies = rsp->cinfo.copies;
 		cfg.block_size_shift = rsp->cinfo.block_size_shift;
-		path_of(path, sizeof(path), "config");
-		ret = write_file_atomic(path, &cfg, sizeof(cfg));
+		ret = group_write_file("config", &cfg, sizeof(cfg));
 	}
 	if (ret)
 		goto out_unlock;
@@ -989,59 +883,6 @@ int group_nr_nodes(void)
 	return cs.nr_nodes;
 }
 
-static int cmp_epoch_desc(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/*
- * The epochs of DIR/epoch up to latest, newest first, in a malloc'ed array
- * (*out): how many, or -errno. Listed rather than probed one number after
- * the other: the history may have gaps (a node that joined late adopted
- * only the newest epochs), and a probe from a huge epoch down to 1 would
- * take billions of open() calls.
- */
-static int list_epochs(uint32_t latest, uint32_t **out)
-{
-	char path[4200];
-	uint32_t *v = NULL;
-	int n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
-
-	*out = NULL;
-	path_of(path, sizeof(path), "epoch");
-	d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		char *end;
-		unsigned long e = strtoul(de->d_name, &end, 10);
-
-		if (*end || strlen(de->d_name) != 8 || e == 0 || e > latest)
-			continue;
-		if (n == cap) {
-			uint32_t *nv = realloc(v, (cap ? cap * 2 : 64) * sizeof(*v));
-
-			if (!nv) {
-				closedir(d);
-				free(v);
-				return -ENOMEM;
-			}
-			v = nv;
-			cap = cap ? cap * 2 : 64;
-		}
-		v[n++] = (uint32_t)e;
-	}
-	closedir(d);
-	if (n)
-		qsort(v, n, sizeof(*v), cmp_epoch_desc);
-	*out = v;
-	return n;
-}
-
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 {
 	int n = 0, nr;
@@ -1050,9 +891,9 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 	sd_mutex_lock(&cs_lock);
 	latest = cs.epoch;
 	sd_mutex_unlock(&cs_lock);
-	nr = list_epochs(latest, &epochs);
+	nr = gd_list_epochs(latest, &epochs);
 	for (int i = 0; epochs && i < nr && n < max; i++)
-		if (read_epoch_log(epochs[i], &logs[n]) == 0)
+		if (gd_read_epoch_log(epochs[i], &logs[n]) == 0)
 			n++;
 	free(epochs);
 	return n;

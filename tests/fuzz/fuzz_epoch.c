@@ -41,9 +41,9 @@ static void forget_all(void)
 		group_ring_put(cur_ring);
 	cur_ring = NULL;
 	pthread_mutex_unlock(&cs_lock);
-	path_of(path, sizeof(path), "epoch");
+	gd_path(path, sizeof(path), "epoch");
 	nftw(path, rm_file, 8, FTW_PHYS);
-	path_of(path, sizeof(path), "config");
+	gd_path(path, sizeof(path), "config");
 	unlink(path);
 }
 
@@ -55,16 +55,14 @@ static void write_disk(const struct sd_rsp *rsp, const struct sd_epoch_log *logs
 		.copies = rsp->cinfo.copies,
 		.block_size_shift = rsp->cinfo.block_size_shift,
 	};
-	char path[4200], name[64];
+	char name[64];
 
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "epoch/%08" PRIu32, logs[i].epoch);
-		path_of(path, sizeof(path), name);
-		write_file_atomic(path, &logs[i], sizeof(logs[i]));
+		group_write_file(name, &logs[i], sizeof(logs[i]));
 	}
 	if (rsp->cinfo.status == SD_STATUS_OK) {
-		path_of(path, sizeof(path), "config");
-		write_file_atomic(path, &cfg, sizeof(cfg));
+		group_write_file("config", &cfg, sizeof(cfg));
 	}
 }
 

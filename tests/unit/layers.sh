@@ -5,7 +5,7 @@
 #   sheep (main) > listen > request, nbd*, metrics (front-ends) > payload (their
 #   payload memory) > ordered > ops > peer (the peer ops)
 #   > recovery > vdi, vdi_sync > gateway > replica > deleted
-#   > peer_io (requests to peers) > vdi_table > store/* > group
+#   > peer_io (requests to peers) > vdi_table > store/* > group > group_disk (its files)
 #   > cluster/* > inode, stat > work
 #
 # News that travels up goes through a callback that the upper layer
@@ -32,6 +32,7 @@ declare -A rank=(
 	[replica]=48 [deleted]=46 [peer_io]=44 [vdi_table]=42
 	[store]=40
 	[group]=30
+	[group_disk]=28
 	[cluster]=20
 	[inode]=10 [stat]=10
 	[work]=5

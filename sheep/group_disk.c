@@ -1,0 +1,180 @@
+/*
+ * The group's files under DIR (group.c's layer below it): the epoch logs
+ * (DIR/epoch/NNNNNNNN), the format's config and the other small files the
+ * group keeps (DIR/clean-stop), each written whole and durably.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "group_disk.h"
+#include "sheep_priv.h"
+#include "util.h"
+
+void gd_path(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", sys.dir, name);
+}
+
+/* write a small file whole: tmp, fsync, rename, fsync dir. 0 or -errno */
+static int write_file_atomic(const char *path, const void *buf, size_t len)
+{
+	char tmp[4200];
+	int fd, ret;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = sd_write_full(fd, buf, len);
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	if (!ret && rename(tmp, path) < 0)
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+int group_write_file(const char *name, const void *buf, size_t len)
+{
+	char path[4200];
+
+	gd_path(path, sizeof(path), name);
+	return write_file_atomic(path, buf, len);
+}
+
+int gd_read_file(const char *path, void *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = sd_read_full(fd, buf, len);
+	close(fd);
+	return ret;
+}
+
+int gd_write_epoch_log(uint32_t epoch, const struct sd_node *nodes, int nr)
+{
+	struct sd_epoch_log log = { 0 };
+	char path[4200], name[64];
+
+	log.ctime = (uint64_t)time(NULL);
+	log.epoch = epoch;
+	log.nr_nodes = nr;
+	memcpy(log.nodes, nodes, nr * sizeof(*nodes));
+	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
+	gd_path(path, sizeof(path), name);
+	return write_file_atomic(path, &log, sizeof(log));
+}
+
+/* 0, or -errno; -EINVAL for a file that is not epoch's log */
+int gd_read_epoch_log(uint32_t epoch, struct sd_epoch_log *log)
+{
+	char path[4200], name[64];
+	int ret;
+
+	snprintf(name, sizeof(name), "epoch/%08" PRIu32, epoch);
+	gd_path(path, sizeof(path), name);
+	ret = gd_read_file(path, log, sizeof(*log));
+	if (!ret && (log->epoch != epoch || log->nr_nodes > SD_MAX_NODES)) {
+		sd_err("%s is not the log of epoch %" PRIu32, path, epoch);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+uint32_t gd_latest_epoch(void)
+{
+	char path[4200];
+	DIR *d;
+	struct dirent *de;
+	uint32_t max = 0;
+
+	gd_path(path, sizeof(path), "epoch");
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long e = strtoul(de->d_name, &end, 10);
+		if (*end == '\0' && strlen(de->d_name) == 8 && e > max)
+			max = (uint32_t)e;
+	}
+	closedir(d);
+	return max;
+}
+
+/* fsync the daemon's directory (DIR): 0 or -errno */
+int gd_sync_dir(void)
+{
+	int fd = open(sys.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int cmp_epoch_desc(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/*
+ * The epochs of DIR/epoch up to latest, newest first, in a malloc'ed array
+ * (*out): how many, or -errno. Listed rather than probed one number after
+ * the other: the history may have gaps (a node that joined late adopted
+ * only the newest epochs), and a probe from a huge epoch down to 1 would
+ * take billions of open() calls.
+ */
+int gd_list_epochs(uint32_t latest, uint32_t **out)
+{
+	char path[4200];
+	uint32_t *v = NULL;
+	int n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*out = NULL;
+	gd_path(path, sizeof(path), "epoch");
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long e = strtoul(de->d_name, &end, 10);
+
+		if (*end || strlen(de->d_name) != 8 || e == 0 || e > latest)
+			continue;
+		if (n == cap) {
+			uint32_t *nv = realloc(v, (cap ? cap * 2 : 64) * sizeof(*v));
+
+			if (!nv) {
+				closedir(d);
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+			cap = cap ? cap * 2 : 64;
+		}
+		v[n++] = (uint32_t)e;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_epoch_desc);
+	*out = v;
+	return n;
+}

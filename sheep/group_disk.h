@@ -1,0 +1,32 @@
+/*
+ * The group's files under DIR (group_disk.c), for group.c: paths, whole
+ * small files, the epoch logs. Not for other layers: group.h's
+ * group_read_epoch_logs() and group_write_file() are.
+ */
+#ifndef GROUP_DISK_H
+#define GROUP_DISK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal_proto.h"
+
+/* DIR/name into buf */
+void gd_path(char *buf, size_t len, const char *name);
+/* len bytes of path (all of them, or an error): 0 or -errno */
+int gd_read_file(const char *path, void *buf, size_t len);
+/* epoch's log with these nodes, written whole and durably: 0 or -errno */
+int gd_write_epoch_log(uint32_t epoch, const struct sd_node *nodes, int nr);
+/* 0, or -errno; -EINVAL for a file that is not epoch's log */
+int gd_read_epoch_log(uint32_t epoch, struct sd_epoch_log *log);
+/* the newest epoch with a log in DIR/epoch (0: none) */
+uint32_t gd_latest_epoch(void);
+/* fsync DIR: 0 or -errno */
+int gd_sync_dir(void);
+/*
+ * The epochs of DIR/epoch up to latest, newest first, in a malloc'ed
+ * array (*out): how many, or -errno.
+ */
+int gd_list_epochs(uint32_t latest, uint32_t **out);
+
+#endif
