@@ -258,6 +258,15 @@ int group_init(void)
 	return take_clean_stop();
 }
 
+/* the index of nid in nodes[nr], or -1 */
+static int find_node(const struct sd_node_id *nid, const struct sd_node *nodes, int nr)
+{
+	for (int i = 0; i < nr; i++)
+		if (!memcmp(nid, &nodes[i].nid, sizeof(*nid)))
+			return i;
+	return -1;
+}
+
 /*
  * The same nodes (address, port and zone), in any order: the driver lists
  * the members in the order they joined, which a restart need not repeat.
@@ -268,12 +277,9 @@ static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *
 	if (nr_a != nr_b)
 		return false;
 	for (int i = 0; i < nr_a; i++) {
-		bool found = false;
+		int j = find_node(&a[i].nid, b, nr_b);
 
-		for (int j = 0; j < nr_b && !found; j++)
-			found = !memcmp(&a[i].nid, &b[j].nid, sizeof(a[i].nid)) &&
-				a[i].zone == b[j].zone;
-		if (!found)
+		if (j < 0 || b[j].zone != a[i].zone)
 			return false;
 	}
 	return true;
@@ -394,21 +400,6 @@ void group_set_deliver(group_deliver_fn fn)
 	deliver_fn = fn;
 }
 
-/* every node of log is among members (by address and port) */
-static bool members_cover(const struct sd_epoch_log *log, const struct sd_node *members, int nr)
-{
-	for (uint32_t i = 0; i < log->nr_nodes; i++) {
-		const struct sd_node_id *nid = &log->nodes[i].nid;
-		bool found = false;
-
-		for (int j = 0; j < nr && !found; j++)
-			found = !memcmp(nid, &members[j].nid, sizeof(*nid));
-		if (!found)
-			return false;
-	}
-	return true;
-}
-
 /* main thread: how many nodes of the newest stored epoch are not members (0: none, or no log) */
 static int nr_awaited(const struct sd_node *members, int nr)
 {
@@ -418,15 +409,9 @@ static int nr_awaited(const struct sd_node *members, int nr)
 	if (!last)
 		return 0;
 	sd_mutex_lock(&cs_lock);
-	if (cs.formatted && cs.epoch && !gd_read_epoch_log(cs.epoch, last) &&
-	    !members_cover(last, members, nr)) {
-		missing = (int)last->nr_nodes;
+	if (cs.formatted && cs.epoch && !gd_read_epoch_log(cs.epoch, last))
 		for (uint32_t i = 0; i < last->nr_nodes; i++)
-			for (int j = 0; j < nr; j++)
-				if (!memcmp(&last->nodes[i].nid, &members[j].nid,
-					    sizeof(members[j].nid)))
-					missing--;
-	}
+			missing += find_node(&last->nodes[i].nid, members, nr) < 0;
 	sd_mutex_unlock(&cs_lock);
 	free(last);
 	return missing;
