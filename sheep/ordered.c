@@ -118,11 +118,19 @@ void ordered_notify_header(struct request *req, uint32_t vid)
 	submit(req, &rq, NULL, 0);
 }
 
+/*
+ * Not before the format, which every node applies at the same place of the
+ * order: the answer is the same everywhere, however late this node applied
+ * the format (request.c leaves ordered ops to this check)
+ */
 static void apply_work(struct work *w)
 {
 	struct request *req = container_of(w, struct request, work);
 
-	req->rp.result = req->op->process(req);
+	if (!req->op->force && !group_is_formatted())
+		req->rp.result = SD_RES_WAIT_FOR_FORMAT;
+	else
+		req->rp.result = req->op->process(req);
 }
 
 static void apply_done(struct work *w)

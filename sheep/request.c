@@ -606,9 +606,12 @@ static void dispatch(struct request *req)
 	 * A peer op may reach a node that has not applied the format yet (the
 	 * order is total, the moment each node applies it is not): its epoch
 	 * check answers, and the sender retries until this node catches up.
+	 * An ordered op is checked where it is applied (ordered.c), after the
+	 * format that came before it in the order: a client that formatted
+	 * through one node may create a VDI through another at once.
 	 */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
-	    !group_is_formatted())
+	    req->op->type != OP_ORDERED && !group_is_formatted())
 		return finish_with(req, SD_RES_WAIT_FOR_FORMAT);
 	/* restarted alone, its copies may be old: nothing until its last epoch's nodes are back */
 	if (!req->op->force && group_is_waiting())
