@@ -45,6 +45,13 @@ void group_cluster_stopping(void)
 {
 }
 
+static bool formatted;
+
+bool group_is_formatted(void)
+{
+	return formatted;
+}
+
 void sheep_request_shutdown(void)
 {
 	ck_abort_msg("shutdown requested");
@@ -86,9 +93,14 @@ static int record(struct request *req)
 
 static const struct sd_op_template test_op = { "TEST", SD_OP_READ_VDIS, OP_ORDERED, false,
 					       record };
+/* as the format: allowed before it */
+static const struct sd_op_template test_force_op = { "TEST_FORCE", SD_OP_MAKE_FS, OP_ORDERED, true,
+						     record };
 
 const struct sd_op_template *get_sd_op(uint8_t opcode)
 {
+	if (opcode == SD_OP_MAKE_FS)
+		return &test_force_op;
 	return opcode == SD_OP_READ_VDIS || opcode == SD_OP_NEW_VDI ? &test_op : NULL;
 }
 
@@ -122,6 +134,7 @@ static void setup(void)
 {
 	memset(&seen, 0, sizeof(seen));
 	nr_done = 0;
+	formatted = true;
 	ordered_set_done(done);
 }
 
@@ -189,6 +202,44 @@ START_TEST(test_local_keeps_its_buffer)
 }
 END_TEST
 
+/*
+ * Before the format, where it is applied (every node at the same place of
+ * the order, however late it applies the format): not run, the cluster is
+ * not formatted; an op allowed before the format runs
+ */
+START_TEST(test_unformatted_where_applied)
+{
+	struct sd_req rq = { .proto_ver = SD_PROTO_VER,
+			     .opcode = SD_OP_READ_VDIS,
+			     .data_length = 4096 };
+	struct sd_req fs = { .proto_ver = SD_PROTO_VER, .opcode = SD_OP_MAKE_FS };
+	static uint8_t reply[4096];
+	struct request req = { .rq = rq, .data = reply }, mk = { .rq = fs };
+
+	formatted = false;
+	ordered_submit(&req);
+	ordered_deliver(sent, sent_len, 2);
+	ck_assert_int_eq(seen.calls, 0);
+	ck_assert_int_eq(nr_done, 1);
+	ck_assert_int_eq(req.rp.result, SD_RES_WAIT_FOR_FORMAT);
+	/* a remote copy: the same answer, the handler not run */
+	make_remote_msg(&rq, reply);
+	ordered_deliver(sent, sent_len, 2);
+	ck_assert_int_eq(seen.calls, 0);
+	ordered_submit(&mk);
+	ordered_deliver(sent, sent_len, 2);
+	ck_assert_int_eq(seen.calls, 1);
+	ck_assert_int_eq(mk.rp.result, SD_RES_SUCCESS);
+	/* formatted: run */
+	formatted = true;
+	req.rp.result = 0xff;
+	ordered_submit(&req);
+	ordered_deliver(sent, sent_len, 2);
+	ck_assert_int_eq(seen.calls, 2);
+	ck_assert_int_eq(req.rp.result, SD_RES_SUCCESS);
+}
+END_TEST
+
 static Suite *ordered_suite(void)
 {
 	Suite *s = suite_create("ordered");
@@ -199,6 +250,7 @@ static Suite *ordered_suite(void)
 	tcase_add_test(tc, test_remote_empty_write);
 	tcase_add_test(tc, test_remote_payload);
 	tcase_add_test(tc, test_local_keeps_its_buffer);
+	tcase_add_test(tc, test_unformatted_where_applied);
 	suite_add_tcase(s, tc);
 	return s;
 }
