@@ -217,16 +217,21 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 	return ret;
 }
 
+/* the copies of oid: the VDI's when copies is 0 or less, else the cluster's */
+static int io_copies(uint64_t oid, int copies)
+{
+	if (copies <= 0)
+		copies = vdi_copies(oid_to_vid(oid));
+	return copies > 0 ? copies : group_copies();
+}
+
 static int do_io(struct gw_io *io)
 {
 	uint64_t deadline = sd_now_ns() + (uint64_t)GW_RETRY_MS * 1000000;
 	uint32_t last_epoch = 0;
 	int ret;
 
-	if (io->copies <= 0)
-		io->copies = vdi_copies(oid_to_vid(io->oid));
-	if (io->copies <= 0)
-		io->copies = group_copies();
+	io->copies = io_copies(io->oid, io->copies);
 	for (;;) {
 		struct epoch_ring *er = group_ring_get();
 
@@ -339,6 +344,45 @@ int gateway_read_obj(struct request *req)
 	if (ret == SD_RES_SUCCESS)
 		req->rp.data_length = rq->data_length;
 	return ret;
+}
+
+/*
+ * A small read that this node's copy serves from memory, on the main
+ * thread (the op's try_inline: request.c calls it before it would queue
+ * the read): the replica that read_once tries first is this node, and the
+ * store has the bytes in its page cache (read_cached: a cached descriptor,
+ * no wait for the disk). A worker's wake-up and the main thread's second
+ * loop turn for the completion were about 23 us of a 4 KiB read's 57 at
+ * queue depth 1 (the profile tracer: wq_queue_at 11 us, done_handler 12).
+ * At most GW_INLINE_READ_MAX bytes: the copy holds the loop. True when it
+ * answered (req->rp set); false, and the worker's read decides as always,
+ * errors included.
+ */
+#define GW_INLINE_READ_MAX (64U << 10)
+
+bool gateway_read_obj_inline(struct request *req)
+{
+	const struct sd_req *rq = &req->rq;
+	struct vdi_attr attr;
+	struct epoch_ring *er;
+	struct peer_iter it;
+	bool done = false;
+
+	if (!sd_store->read_cached || rq->data_length > GW_INLINE_READ_MAX ||
+	    check_object(rq, false, &attr) != SD_RES_SUCCESS)
+		return false;
+	er = group_ring_get();
+	if (!er)
+		return false;
+	if (peer_iter_init(&it, er, rq->obj.oid, io_copies(rq->obj.oid, attr.nr_copies), true, 0) &&
+	    peer_iter_next(&it) == er->local_idx && er->local_idx >= 0 &&
+	    sd_store->read_cached(rq->obj.oid, req->data, rq->data_length, rq->obj.offset)) {
+		req->rp.data_length = rq->data_length;
+		req->rp.result = SD_RES_SUCCESS;
+		done = true;
+	}
+	group_ring_put(er);
+	return done;
 }
 
 /*

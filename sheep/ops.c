@@ -198,7 +198,7 @@ static const struct sd_op_template ops[] = {
 	/* public, object I/O */
 	{ "CREATE_AND_WRITE_OBJ", SD_OP_CREATE_AND_WRITE_OBJ, OP_IO, false,
 	  gateway_create_and_write_obj },
-	{ "READ_OBJ", SD_OP_READ_OBJ, OP_IO, false, gateway_read_obj },
+	{ "READ_OBJ", SD_OP_READ_OBJ, OP_IO, false, gateway_read_obj, gateway_read_obj_inline },
 	{ "WRITE_OBJ", SD_OP_WRITE_OBJ, OP_IO, false, gateway_write_obj },
 	{ "FLUSH_VDI", SD_OP_FLUSH_VDI, OP_IO, false, gateway_flush_vdi },
 	/* public, the VDI namespace */

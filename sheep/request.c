@@ -624,6 +624,8 @@ static void dispatch(struct request *req)
 	case OP_MAIN:
 		return finish_with(req, req->op->process(req));
 	case OP_IO:
+		if (req->op->try_inline && req->op->try_inline(req))
+			return request_done(req);
 		req->work.fn = do_work;
 		req->work.done = work_done;
 		wq_queue_at(io_wq, &req->work, req->start);

@@ -70,6 +70,12 @@ struct sd_op_template {
 	enum op_type type;
 	bool force;
 	int (*process)(struct request *req);
+	/*
+	 * Optional, OP_IO: answer on the main thread, at once and without
+	 * blocking, when it can; true when it did (req->rp set), false to
+	 * queue the request for process as always
+	 */
+	bool (*try_inline)(struct request *req);
 };
 
 /* access.c: who may run which op (see there) */
@@ -516,6 +522,7 @@ int nbd_init(const char *addr, int port, int nr_threads);
 
 /* gateway.c: client object I/O */
 int gateway_read_obj(struct request *req);
+bool gateway_read_obj_inline(struct request *req);
 int gateway_write_obj(struct request *req);
 int gateway_create_and_write_obj(struct request *req);
 int gateway_flush_vdi(struct request *req);

@@ -5,9 +5,9 @@
  * replaces an object that another create published meanwhile (the replica
  * layer orders creates of one object; this is the last line). DIR/obj/.stale
  * keeps the objects that a rejoining node set aside (store.h, stale_all).
- * The descriptors of durable direct writes stay open in a small cache
- * (below, fd_get); whatever unlinks or renames an object's file here drops
- * its descriptor first, so that no write goes through a stale one.
+ * The descriptors of durable direct writes and of reads stay open in a
+ * small cache (below, fd_get); whatever unlinks or renames an object's file
+ * here drops its descriptors, so that no I/O goes through a stale one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 #include "internal_proto.h"
 #include "logger.h"
@@ -158,30 +159,36 @@ static uint64_t *dirty_take(uint32_t vid, size_t *nr, bool *dir)
 }
 
 /*
- * The descriptor cache of durable direct writes: a 4 KiB write spent two
- * syscalls and a path lookup on openat and close around its pwrite. Set
- * associative (a set per hash of the oid, LRU within it), under one lock,
+ * The descriptor cache of durable direct writes and of reads: a 4 KiB
+ * write or read spent two syscalls and a path lookup on openat and close
+ * around its pwrite or pread. A slot is one oid and one kind (FD_WRITE:
+ * O_DIRECT|O_DSYNC, FD_READ: buffered, read-only). Set associative (a set
+ * per hash of the oid, both kinds in it, LRU within it), under one lock,
  * bounded (FD_SETS x fd_ways descriptors, fewer under a low descriptor
  * limit). A user holds a reference; a slot dropped while in use is dead
  * (never found again) and closed by its last user.
  *
  * Never a stale descriptor: plain_remove, stale_all, a create's publish
  * and init drop the oid's descriptor after they change the directory, and
- * bump fd_gen, so that a descriptor opened before the change by a writer
- * that missed is used once and not cached. A write through a descriptor
- * taken before a concurrent remove lands on the removed file, as a write
- * that opened the file just before the remove would. A file unlinked
- * behind the daemon's back (an operator) is found by its link count on
- * each hit: the write then opens the name again, and misses as it should.
+ * bump fd_gen, so that a descriptor opened before the change by a user
+ * that missed is used once and not cached. A write (read) through a
+ * descriptor taken before a concurrent remove lands on (reads) the removed
+ * file, as one that opened the file just before the remove would. A file
+ * unlinked behind the daemon's back (an operator) is found by its link
+ * count on each hit: the user then opens the name again, and misses as it
+ * should.
  */
 #define FD_SETS 32
 #define FD_MAX_WAYS 8
+
+enum fd_kind { FD_WRITE, FD_READ };
 
 struct fd_slot {
 	uint64_t oid;
 	uint64_t used; /* fd_clock at the last use: LRU within the set */
 	int fd;	       /* -1: free */
 	int refs;
+	enum fd_kind kind;
 	bool dead;
 };
 
@@ -212,7 +219,7 @@ static int fd_drop(struct fd_slot *sl)
 	return fd;
 }
 
-/* forget oid's descriptor (every one when all): call after the directory changed */
+/* forget oid's descriptors (every one when all): call after the directory changed */
 static void fd_forget(uint64_t oid, bool all)
 {
 	int close_fds[FD_SETS * FD_MAX_WAYS], n = 0;
@@ -239,52 +246,73 @@ static void fd_forget(uint64_t oid, bool all)
 		close(close_fds[n]);
 }
 
-static int open_direct(uint64_t oid)
+/*
+ * A read descriptor does not update the access time: a read after a write
+ * would otherwise write the inode (relatime), and read_cached must not
+ * wait for the journal. O_NOATIME needs the files' owner: without it, the
+ * reads update the time as any reader's would.
+ */
+static int open_kind(uint64_t oid, enum fd_kind kind)
 {
-	int fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC | O_DIRECT | O_DSYNC);
+	int flags = kind == FD_READ ? O_RDONLY | O_NOATIME : O_WRONLY | O_DIRECT | O_DSYNC;
+	int fd = openat(obj_dir_fd, obj_name(oid).s, flags | O_CLOEXEC);
 
+	if (fd < 0 && errno == EPERM && kind == FD_READ)
+		fd = openat(obj_dir_fd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 
-/*
- * A descriptor of oid open O_DIRECT|O_DSYNC, and its slot (NULL: not
- * cached, the caller closes it; fd_put does either): fd, or -errno of the
- * open
- */
-static int fd_get(uint64_t oid, struct fd_slot **slotp)
+/* the cached descriptor of oid of that kind, taken (fd_put gives it back), or -1 */
+static int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 {
-	struct fd_slot *set = fd_cache_set(oid), *victim = NULL;
-	int fd, old = -1;
-	uint64_t gen;
-	struct stat st;
+	struct fd_slot *set = fd_cache_set(oid);
+	int fd = -1;
 
 	*slotp = NULL;
 	pthread_mutex_lock(&fd_lock);
 	for (int w = 0; w < fd_ways; w++) {
 		struct fd_slot *sl = &set[w];
 
-		if (sl->fd < 0 || sl->dead || sl->oid != oid)
+		if (sl->fd < 0 || sl->dead || sl->oid != oid || sl->kind != kind)
 			continue;
 		sl->refs++;
 		sl->used = ++fd_clock;
 		fd = sl->fd;
-		pthread_mutex_unlock(&fd_lock);
-		if (fstat(fd, &st) == 0 && st.st_nlink) {
-			*slotp = sl;
-			return fd;
-		}
-		/* unlinked behind our back: forget it, and look the name up again */
-		pthread_mutex_lock(&fd_lock);
+		*slotp = sl;
+		break;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	return fd;
+}
+
+/*
+ * A descriptor of oid of that kind, and its slot (NULL: not cached, the
+ * caller closes it; fd_put does either): fd, or -errno of the open
+ */
+static int fd_get(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	struct fd_slot *set = fd_cache_set(oid), *victim = NULL, *sl;
+	int fd, old = -1;
+	uint64_t gen;
+	struct stat st;
+
+	fd = fd_find(oid, kind, &sl);
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink) {
+		*slotp = sl;
+		return fd;
+	}
+	pthread_mutex_lock(&fd_lock);
+	if (fd >= 0) { /* unlinked behind our back: forget it, and look the name up again */
 		sl->refs--;
 		old = fd_drop(sl);
-		break;
 	}
 	gen = fd_gen;
 	pthread_mutex_unlock(&fd_lock);
+	*slotp = NULL;
 	if (old >= 0)
 		close(old);
 	old = -1;
-	fd = open_direct(oid);
+	fd = open_kind(oid, kind);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&fd_lock);
@@ -292,7 +320,7 @@ static int fd_get(uint64_t oid, struct fd_slot **slotp)
 	for (int w = 0; gen == fd_gen && w < fd_ways; w++) {
 		struct fd_slot *sl = &set[w];
 
-		if (sl->fd >= 0 && !sl->dead && sl->oid == oid) {
+		if (sl->fd >= 0 && !sl->dead && sl->oid == oid && sl->kind == kind) {
 			victim = NULL;
 			break;
 		}
@@ -306,6 +334,7 @@ static int fd_get(uint64_t oid, struct fd_slot **slotp)
 		old = victim->fd;
 		victim->fd = fd;
 		victim->oid = oid;
+		victim->kind = kind;
 		victim->refs = 1;
 		victim->dead = false;
 		victim->used = ++fd_clock;
@@ -400,18 +429,52 @@ static bool plain_exist(uint64_t oid)
 
 static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 {
+	struct fd_slot *sl;
 	int fd, ret;
 
-	fd = openat(obj_dir_fd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
+	fd = fd_get(oid, FD_READ, &sl);
 	if (fd < 0)
-		return err_to_res(errno);
+		return err_to_res(-fd);
 	ret = sd_pread_full(fd, buf, len, off);
-	close(fd);
+	fd_put(sl, fd);
 	if (ret) {
 		sd_err("read %016" PRIx64 " failed: %s", oid, strerror(-ret));
 		return err_to_res(-ret);
 	}
 	return SD_RES_SUCCESS;
+}
+
+/*
+ * A read from the page cache alone, for the main thread: through a read
+ * descriptor that an earlier plain_read cached (no path lookup), with
+ * RWF_NOWAIT (no wait for the disk: EAGAIN when a page is not in memory).
+ * What it read is all there is: the whole range, or up to the end of the
+ * file as fstat sees it after the read (the rest reads as zeros; a file
+ * never shrinks here, so one that grew meanwhile shows), and the file was
+ * not unlinked behind the daemon's back (plain_read's check). Anything
+ * else (a short read of pages not all in memory included): false.
+ */
+static bool plain_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t off)
+{
+	struct iovec iov = { buf, len };
+	struct fd_slot *sl;
+	struct stat st;
+	ssize_t n;
+	bool ok;
+	int fd;
+
+	if (off > (uint64_t)INT64_MAX - len)
+		return false;
+	fd = fd_find(oid, FD_READ, &sl);
+	if (fd < 0)
+		return false;
+	n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+	ok = n >= 0 && fstat(fd, &st) == 0 && st.st_nlink &&
+	     ((uint64_t)n == len || off + (uint64_t)n >= (uint64_t)st.st_size);
+	fd_put(sl, fd);
+	if (ok && (uint64_t)n < len)
+		memset((char *)buf + n, 0, len - (size_t)n);
+	return ok;
 }
 
 /*
@@ -440,7 +503,7 @@ static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t of
 
 	if (!direct_ok(buf, len, off))
 		return 1;
-	fd = fd_get(oid, &sl);
+	fd = fd_get(oid, FD_WRITE, &sl);
 	if (fd == -EINVAL) {
 		__atomic_store_n(&direct_off, true, __ATOMIC_RELAXED);
 		return 1;
@@ -856,6 +919,7 @@ static const struct store_driver plain_store = {
 	.init = plain_init,
 	.exist = plain_exist,
 	.read = plain_read,
+	.read_cached = plain_read_cached,
 	.write = plain_write,
 	.create_and_write = plain_create_and_write,
 	.remove = plain_remove,

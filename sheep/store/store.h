@@ -11,6 +11,10 @@
  * - exist: whether a live copy of oid is stored (a stale copy is not).
  * - read: fill len bytes from off; bytes past the end of the stored object
  *   read as zeros; SD_RES_NO_OBJ if the object does not exist.
+ * - read_cached (optional: NULL when the driver has none): as read, but
+ *   only if it can be done at once, from memory, without waiting for the
+ *   disk (the main thread calls it): true when buf holds what read would
+ *   give; false for anything else (read then decides, errors included).
  * - write: the object must exist (SD_RES_NO_OBJ otherwise); durable before
  *   returning unless sync is false.
  * - create_and_write: create the object (zero-filled, or a copy of cow_oid
@@ -36,7 +40,8 @@
  * - purge_stale: remove every stale copy; live copies stay.
  * - stat: the filesystem's size and free space, the bytes that live
  *   objects take and how many there are.
- * Every callback is required: the registry refuses a driver without one.
+ * Every callback but read_cached is required: the registry refuses a
+ * driver without one.
  */
 #ifndef STORE_H
 #define STORE_H
@@ -54,6 +59,7 @@ struct store_driver {
 	int (*init)(const char *dir);
 	bool (*exist)(uint64_t oid);
 	int (*read)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
+	bool (*read_cached)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
 	int (*write)(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync);
 	int (*create_and_write)(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
 				uint64_t off, bool sync);

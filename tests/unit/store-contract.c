@@ -95,10 +95,12 @@ static int byte_at(const struct store_driver *d, uint64_t oid, uint64_t off)
 
 /*
  * A durable write after the object's file was replaced lands in the object
- * that is there now, never in the one before (a driver that keeps its
- * files open must drop them): after a remove and a create, after a
- * stale_all and a create, after an init on another directory; and for
- * plain, after its file was unlinked behind the driver's back.
+ * that is there now, never in the one before, and a read reads that one
+ * (a driver that keeps its files open must drop them): after a remove and
+ * a create, after a stale_all and a create, after an init on another
+ * directory; and for plain, after its file was unlinked behind the
+ * driver's back. Each is read just before, so that a driver that caches
+ * read descriptors has one to drop.
  */
 static void stale_descriptors(const struct store_driver *d, const char *dir)
 {
@@ -108,7 +110,9 @@ static void stale_descriptors(const struct store_driver *d, const char *dir)
 	CHECK(d->create_and_write(OID_C, 0, "c", 1, 0, true) == SD_RES_SUCCESS, "create C");
 	CHECK(write_page(d, OID_C, '1', 4096) == SD_RES_SUCCESS, "write C");
 	CHECK(write_page(d, OID_C, '2', 4096) == SD_RES_SUCCESS, "write C again");
+	CHECK(byte_at(d, OID_C, 4096) == '2', "a read sees the second write");
 	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+	CHECK(byte_at(d, OID_C, 4096) == -1, "a read of removed C fails");
 	CHECK(write_page(d, OID_C, '3', 4096) == SD_RES_NO_OBJ, "a write of removed C fails");
 	CHECK(d->create_and_write(OID_C, 0, "n", 1, 0, true) == SD_RES_SUCCESS, "create C anew");
 	CHECK(write_page(d, OID_C, '4', 4096) == SD_RES_SUCCESS, "write new C");
@@ -119,6 +123,8 @@ static void stale_descriptors(const struct store_driver *d, const char *dir)
 	if (!strcmp(d->name, "plain")) {
 		snprintf(other, sizeof(other), "%s/obj/%016llx", dir, (unsigned long long)OID_C);
 		CHECK(unlink(other) == 0, "unlink %s", other);
+		CHECK(byte_at(d, OID_C, 4096) == -1,
+		      "a read of an object unlinked behind the driver's back fails");
 		CHECK(write_page(d, OID_C, '5', 4096) == SD_RES_NO_OBJ,
 		      "a write of an object unlinked behind the driver's back fails");
 		CHECK(!d->exist(OID_C), "unlinked C is gone");
@@ -131,7 +137,9 @@ static void stale_descriptors(const struct store_driver *d, const char *dir)
 
 	/* set aside as stale, fetched again: the write goes to the live copy */
 	CHECK(write_page(d, OID_C, '6', 4096) == SD_RES_SUCCESS, "write C before stale_all");
+	CHECK(byte_at(d, OID_C, 4096) == '6', "read C before stale_all");
 	CHECK(d->stale_all(&nr) == SD_RES_SUCCESS, "stale_all");
+	CHECK(byte_at(d, OID_C, 4096) == -1, "a read of an object set aside as stale fails");
 	CHECK(write_page(d, OID_C, '9', 4096) == SD_RES_NO_OBJ,
 	      "a write of an object set aside as stale fails");
 	CHECK(d->create_and_write(OID_C, 0, "l", 1, 0, true) == SD_RES_SUCCESS, "C live again");
@@ -148,7 +156,10 @@ static void stale_descriptors(const struct store_driver *d, const char *dir)
 	/* another directory: its own objects */
 	snprintf(other, sizeof(other), "%s/other", dir);
 	CHECK(write_page(d, OID_C, '7', 4096) == SD_RES_SUCCESS, "write C before the init");
+	CHECK(byte_at(d, OID_C, 4096) == '7', "read C before the init");
 	CHECK(d->init(other) == SD_RES_SUCCESS, "init %s", other);
+	CHECK(byte_at(d, OID_C, 4096) == -1,
+	      "a read after an init elsewhere does not reach the first directory");
 	CHECK(write_page(d, OID_C, '9', 4096) == SD_RES_NO_OBJ,
 	      "a write after an init elsewhere does not reach the first directory");
 	CHECK(d->create_and_write(OID_C, 0, "o", 1, 0, true) == SD_RES_SUCCESS, "create C there");
@@ -159,6 +170,59 @@ static void stale_descriptors(const struct store_driver *d, const char *dir)
 	CHECK(byte_at(d, OID_C, 4096) == '7', "the first directory's C kept its bytes (%d)",
 	      byte_at(d, OID_C, 4096));
 	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+}
+
+/*
+ * read_cached, for a driver that has it: true only with the bytes that read
+ * gives (zeros past the end included); never for an object that is not
+ * there, set aside, or (plain) unlinked behind the driver's back. Plain
+ * serves it from a descriptor that a read cached and pages in memory: the
+ * first read_cached of an object it never read is false, and after a read
+ * it is true.
+ */
+static void read_cached(const struct store_driver *d, const char *dir)
+{
+	bool plain = !strcmp(d->name, "plain");
+	char a[64], b[64], path[4096];
+	uint64_t nr;
+
+	if (!d->read_cached)
+		return;
+	CHECK(!d->read_cached(OID_C, a, 8, 0), "read_cached of a missing object");
+	CHECK(d->create_and_write(OID_C, 0, "abc", 3, 10, true) == SD_RES_SUCCESS, "create C");
+	if (plain)
+		CHECK(!d->read_cached(OID_C, a, 8, 0), "plain: not before a read cached the file");
+	CHECK(d->read(OID_C, b, 40, 0) == SD_RES_SUCCESS, "read C");
+	memset(a, 0x55, sizeof(a));
+	if (plain)
+		CHECK(d->read_cached(OID_C, a, 40, 0), "plain: read_cached after a read");
+	else
+		d->read_cached(OID_C, a, 40, 0);
+	CHECK(!memcmp(a, b, 40) || (!plain && a[0] == 0x55),
+	      "read_cached gives what read gives, zeros past the end");
+	CHECK(!d->read_cached(OID_C, a, 8, UINT64_MAX - 4), "read_cached at an offset past 2^63");
+	CHECK(write_page(d, OID_C, 'w', 4096) == SD_RES_SUCCESS, "a durable write of C");
+	if (d->read_cached(OID_C, a, 4, 4096))
+		CHECK(!memcmp(a, "wwww", 4), "read_cached after a durable write sees it");
+	CHECK(d->read(OID_C, a, 4, 4096) == SD_RES_SUCCESS && !memcmp(a, "wwww", 4),
+	      "read after a durable write sees it");
+	if (plain) {
+		CHECK(d->read_cached(OID_C, a, 4, 4096) && !memcmp(a, "wwww", 4),
+		      "plain: read_cached after the read of the written page");
+		snprintf(path, sizeof(path), "%s/obj/%016llx", dir, (unsigned long long)OID_C);
+		CHECK(unlink(path) == 0, "unlink %s", path);
+		CHECK(!d->read_cached(OID_C, a, 4, 0), "read_cached of an object unlinked behind "
+						       "the driver's back");
+		CHECK(d->create_and_write(OID_C, 0, "x", 1, 0, true) == SD_RES_SUCCESS, "C again");
+		CHECK(d->read(OID_C, a, 1, 0) == SD_RES_SUCCESS, "read C again");
+	}
+	CHECK(d->stale_all(&nr) == SD_RES_SUCCESS, "stale_all");
+	CHECK(!d->read_cached(OID_C, a, 1, 0), "read_cached of an object set aside");
+	CHECK(d->purge_stale() == SD_RES_SUCCESS, "purge_stale");
+	CHECK(d->create_and_write(OID_C, 0, "y", 1, 0, true) == SD_RES_SUCCESS, "C live");
+	CHECK(d->read(OID_C, a, 1, 0) == SD_RES_SUCCESS && a[0] == 'y', "read live C");
+	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+	CHECK(!d->read_cached(OID_C, a, 1, 0), "read_cached of a removed object");
 }
 
 static void scenario(const struct store_driver *d, const char *dir)
@@ -313,6 +377,7 @@ static void scenario(const struct store_driver *d, const char *dir)
 	CHECK(d->remove(OID_A) == SD_RES_SUCCESS && !d->exist(OID_A), "remove");
 
 	stale_descriptors(d, dir);
+	read_cached(d, dir);
 }
 
 /* a driver that lacks a callback the core calls: refused */
