@@ -576,6 +576,8 @@ static void run_request(struct nbd_conn *c)
 	/* a block status chunk holds one extent at least: none for no range */
 	if (io->length == 0 && io->type != NBD_CMD_FLUSH)
 		return reply_now(io, io->type == NBD_CMD_BLOCK_STATUS ? NBD_EINVAL : 0);
+	if (io->type == NBD_CMD_READ && nbd_read_inline(io))
+		return reply_now(io, 0);
 	io->work.fn = nbd_io_work;
 	io->work.done = io_done;
 	wq_queue(nbd_wq, &io->work);

@@ -279,6 +279,12 @@ static inline uint16_t nbd_get_be16(const uint8_t *p)
 /* nbd_io.c, on worker threads */
 void nbd_io_work(struct work *w);
 /*
+ * main thread: a read of one object piece that needs no wait, done at once
+ * (a hole, or the gateway's inline read of this node's copy from the page
+ * cache): true when io is done (its runs set), false to queue it as always
+ */
+bool nbd_read_inline(struct nbd_io *io);
+/*
  * Resolve an export name (NAME, NAME@TAG, NAME@ID) into e (name, tag,
  * snapid, vid): SD_RES_*.
  */

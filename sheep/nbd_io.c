@@ -306,6 +306,35 @@ static int do_read(struct nbd_io *io)
 	return SD_RES_SUCCESS;
 }
 
+bool nbd_read_inline(struct nbd_io *io)
+{
+	struct nbd_export *e = io->exp;
+	uint32_t idx = (uint32_t)(io->offset >> e->shift);
+	uint32_t off = (uint32_t)(io->offset & (obj_size(e) - 1)), vid;
+	struct request r;
+	bool busy;
+
+	if ((uint64_t)off + io->length > obj_size(e))
+		return false;
+	/* an entry that a write is changing: the worker waits for it */
+	pthread_mutex_lock(&e->lock);
+	busy = is_busy(e, idx);
+	vid = e->map[idx];
+	pthread_mutex_unlock(&e->lock);
+	if (busy)
+		return false;
+	if (vid) {
+		init_obj_req(&r, SD_OP_READ_OBJ, vid_to_data_oid(vid, idx), io->buf, io->length,
+			     off, e->copies);
+		if (!gateway_read_obj_inline(&r))
+			return false;
+	} else if (!io->structured) {
+		memset(io->buf, 0, io->length);
+	}
+	add_run(io, 0, io->length, !vid && io->structured);
+	return true;
+}
+
 static int do_write(struct nbd_io *io, const void *zeros)
 {
 	struct nbd_export *e = io->exp;
