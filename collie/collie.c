@@ -44,6 +44,7 @@ enum {
 	LOPT_ALL,
 	LOPT_QUEUES,
 	LOPT_VDI,
+	LOPT_REPAIR,
 	LOPT_NOTRACE,
 	LOPT_GRAPH_FUNCTION,
 	LOPT_THRESHOLD,
@@ -78,6 +79,7 @@ static const struct option long_options[] = {
 	{ "all", no_argument, NULL, LOPT_ALL },
 	{ "queues", no_argument, NULL, LOPT_QUEUES },
 	{ "vdi", no_argument, NULL, LOPT_VDI },
+	{ "repair", no_argument, NULL, LOPT_REPAIR },
 	{ "notrace", required_argument, NULL, LOPT_NOTRACE },
 	{ "graph-function", required_argument, NULL, LOPT_GRAPH_FUNCTION },
 	{ "threshold", required_argument, NULL, LOPT_THRESHOLD },
@@ -118,6 +120,7 @@ static const struct {
 	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
 	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
 	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
+	{ OPT_REPAIR, "--repair", "write the copy most nodes hold over the others" },
 	{ OPT_FOLLOW, "--follow", "print records as they come, until interrupted" },
 	{ OPT_SORT, "--sort KEY", "calls, total (default), self, avg or max" },
 	{ OPT_TOP, "--top N", "only the first N functions" },
@@ -405,6 +408,10 @@ static int parse_one(int c, const char *arg)
 	case LOPT_VDI:
 		opts.vdi = true;
 		mark_seen(OPT_VDI);
+		break;
+	case LOPT_REPAIR:
+		opts.repair = true;
+		mark_seen(OPT_REPAIR);
 		break;
 	default:
 		return parse_trace_option(c, arg);

@@ -56,6 +56,7 @@ struct collie_opts {
 	bool all;
 	bool queues;
 	bool vdi;
+	bool repair; /* vdi check --repair */
 	/* debug trace */
 	const char *skip_pats[COLLIE_MAX_FUNCTIONS]; /* --notrace */
 	int nr_skip_pats;
@@ -93,6 +94,7 @@ extern struct collie_opts opts;
 #define OPT_QUEUES (1U << 12)
 #define OPT_VDI (1U << 13)
 #define OPT_TITLE (1U << 14)
+#define OPT_REPAIR (1U << 15)
 /* debug trace (bits from 20 up) */
 #define OPT_NOTRACE (1U << 20)
 #define OPT_GRAPH_FUNCTION (1U << 21)
@@ -215,6 +217,7 @@ int vdi_read(int argc, char **argv);
 int vdi_write(int argc, char **argv);
 int vdi_list(int argc, char **argv);
 int vdi_tree(int argc, char **argv);
+int vdi_check(int argc, char **argv);
 
 /*
  * Draw folded stacks (the daemon's "folded" trace) as an SVG flame graph

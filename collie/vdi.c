@@ -438,17 +438,27 @@ const struct subcommand vdi_cmds[] = {
 	{ "delete", "NAME", OPT_SNAPSHOT, "delete a vdi, or one of its snapshots with -s",
 	  vdi_delete, NULL, 1, 1 },
 	{ "read", "NAME [OFFSET [LEN]]", OPT_SNAPSHOT,
-	  "write the vdi's contents to stdout (default: from OFFSET to the end)", vdi_read, NULL,
-	  1, 3 },
+	  "write the vdi's contents to stdout (default: from OFFSET to the end)", vdi_read, NULL, 1,
+	  3 },
 	{ "write", "NAME [OFFSET [LEN]]", 0,
-	  "write stdin into the vdi at OFFSET (LEN bytes, or until end of input)", vdi_write,
-	  NULL, 1, 3 },
+	  "write stdin into the vdi at OFFSET (LEN bytes, or until end of input)", vdi_write, NULL,
+	  1, 3 },
 	{ "snapshot", "NAME", OPT_SNAPSHOT, "take a snapshot of a vdi, tagged with -s TAG",
 	  vdi_snapshot, NULL, 1, 1 },
 	{ "clone", "SRC DST", OPT_SNAPSHOT, "create vdi DST from snapshot -s SNAP of vdi SRC",
 	  vdi_clone, NULL, 2, 2 },
 	{ "tree", "", 0, "show the vdis, snapshots and clones as a tree", vdi_tree, NULL, 0, 0 },
-	{ "unlock", "NAME", 0, "release a vdi's lock (one a dead client left)", vdi_unlock, NULL,
-	  1, 1 },
+	{ "unlock", "NAME", 0, "release a vdi's lock (one a dead client left)", vdi_unlock, NULL, 1,
+	  1 },
+	{ "check", "NAME", OPT_SNAPSHOT | OPT_REPAIR,
+	  "compare the copies of every object of a vdi (--repair: make them one)", vdi_check, NULL,
+	  1, 1, "  collie vdi check vm1\n  collie vdi check vm1 --repair\n",
+	  "Reads every copy of every object of the vdi (its inode and each allocated\n"
+	  "object) from the nodes that the current epoch gives it, and reports the\n"
+	  "objects whose copies differ, that a node lacks, or that no node has. With\n"
+	  "--repair the copy that most nodes hold (on a tie, the object's first\n"
+	  "node's) is written over the others. Refused while a recovery runs; check\n"
+	  "a vdi that no VM writes. Exit status 1 when copies differ (and were not\n"
+	  "repaired) or an object is lost.\n" },
 	{ NULL },
 };
