@@ -233,6 +233,57 @@ static int vdi_create(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/*
+ * Grow a VDI: its inode's vdi_size, written as QEMU's driver writes it (the
+ * gateway checks the change: growing only, within the objects a data map
+ * holds, and every node's VDI table learns it before the answer)
+ */
+static int vdi_resize(int argc, char **argv)
+{
+	const char *name = argv[0];
+	struct sd_inode *inode;
+	char olds[32], maxs[32];
+	uint64_t size, max;
+	uint32_t vid;
+	int ret;
+
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	if (sd_parse_size(argv[1], &size) || size == 0 || size > UINT64_MAX - 511)
+		return collie_usage_err("invalid size '%s'", argv[1]);
+	size = round_up(size, 512);
+	ret = vdi_lookup(name, NULL, &vid);
+	if (ret)
+		return ret;
+	inode = malloc(sizeof(*inode));
+	if (!inode) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
+	if (ret)
+		goto out;
+	sd_size_to_str(inode->vdi_size, olds, sizeof(olds));
+	max = inode->block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT
+		  ? (UINT64_C(1) << inode->block_size_shift) * MAX_DATA_OBJS
+		  : 0;
+	if (size < inode->vdi_size) {
+		collie_err("vdi '%s' is %s: a vdi cannot shrink", name, olds);
+		ret = EXIT_FAIL;
+	} else if (size > max) {
+		sd_size_to_str(max, maxs, sizeof(maxs));
+		ret = collie_usage_err("vdi size too large '%s' (max %s)", argv[1], maxs);
+	} else if (size > inode->vdi_size) {
+		inode->vdi_size = size;
+		ret = vdi_write_inode(inode, offsetof(struct sd_inode, vdi_size),
+				      sizeof(inode->vdi_size));
+	}
+out:
+	free(inode);
+	return ret;
+}
+
 /* DEL_VDI: name only for the working VDI, name + tag and snapid for a snapshot */
 static int vdi_delete(int argc, char **argv)
 {
@@ -450,6 +501,11 @@ const struct subcommand vdi_cmds[] = {
 	{ "tree", "", 0, "show the vdis, snapshots and clones as a tree", vdi_tree, NULL, 0, 0 },
 	{ "unlock", "NAME", 0, "release a vdi's lock (one a dead client left)", vdi_unlock, NULL, 1,
 	  1 },
+	{ "resize", "NAME SIZE", 0, "grow a vdi to SIZE bytes (K/M/G/T suffixes)", vdi_resize, NULL,
+	  2, 2, "  collie vdi resize vm1 20G\n",
+	  "The new size applies to the clients that open the vdi afterwards (a running\n"
+	  "QEMU learns it from its own resize). A vdi cannot shrink; its snapshots keep\n"
+	  "their size.\n" },
 	{ "check", "NAME", OPT_SNAPSHOT | OPT_REPAIR,
 	  "compare the copies of every object of a vdi (--repair: make them one)", vdi_check, NULL,
 	  1, 1, "  collie vdi check vm1\n  collie vdi check vm1 --repair\n",
