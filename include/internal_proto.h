@@ -273,6 +273,16 @@ struct sd_trace_status {
 #define SD_STAT_VERSION 1
 #define SD_STAT_NR_BUCKETS 32 /* bucket 0: 0-1 us, bucket k: 2^k .. 2^(k+1)-1 us */
 #define SD_STAT_MAX_OPS 48
+/*
+ * The rows of the NBD front-end's commands in STAT_READ (sd_stat_op.opcode):
+ * no operation of the protocol, numbers that none uses
+ */
+#define SD_STAT_NBD_READ 0xC0
+#define SD_STAT_NBD_WRITE 0xC1
+#define SD_STAT_NBD_FLUSH 0xC2
+#define SD_STAT_NBD_TRIM 0xC3
+#define SD_STAT_NBD_WRITE_ZEROES 0xC4
+#define SD_STAT_NBD_BLOCK_STATUS 0xC5
 #define SD_STAT_MAX_QUEUES 8
 #define SD_STAT_MAX_VDIS 64
 

@@ -393,9 +393,38 @@ static void build_reply(struct nbd_io *io)
 		add_iov(io, io->buf, io->length);
 }
 
+/* the statistics row of an NBD command (internal_proto.h) */
+static uint8_t stat_op_of(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ:
+		return SD_STAT_NBD_READ;
+	case NBD_CMD_WRITE:
+		return SD_STAT_NBD_WRITE;
+	case NBD_CMD_FLUSH:
+		return SD_STAT_NBD_FLUSH;
+	case NBD_CMD_TRIM:
+		return SD_STAT_NBD_TRIM;
+	case NBD_CMD_WRITE_ZEROES:
+		return SD_STAT_NBD_WRITE_ZEROES;
+	default:
+		return SD_STAT_NBD_BLOCK_STATUS;
+	}
+}
+
 static void io_done(struct work *w)
 {
 	struct nbd_io *io = container_of(w, struct nbd_io, work);
+
+#ifdef STAT_ENABLED
+	/* the data moved: a read's or a write's, none for the others or an error */
+	if (stat_req_active(&io->stat))
+		stat_req_end(&io->stat, stat_clock_end(),
+			     !io->error && (io->type == NBD_CMD_READ || io->type == NBD_CMD_WRITE)
+				 ? io->length
+				 : 0,
+			     io->error != 0);
+#endif
 
 	/* a write's reply carries no data: its payload is not held while it waits */
 	if (io->type == NBD_CMD_WRITE)
@@ -565,6 +594,10 @@ static void run_request(struct nbd_conn *c)
 
 	c->rx_io = NULL;
 	c->rx_buf = NULL;
+#ifdef STAT_ENABLED
+	/* in flight from here (not on the hang check's list: its report is request.c's) */
+	stat_req_begin(&io->stat, stat_op_of(io->type), stat_clock());
+#endif
 	if (writes && e->readonly)
 		return reply_now(io, NBD_EPERM);
 	if (io->type != NBD_CMD_FLUSH && (end < io->offset || end > e->size))
@@ -801,9 +834,22 @@ int nbd_init(const char *addr, int port, int nr_threads)
 {
 	int fds[8], nr;
 
+	static const struct {
+		uint8_t op;
+		const char *name;
+	} rows[] = { { SD_STAT_NBD_READ, "NBD_READ" },
+		     { SD_STAT_NBD_WRITE, "NBD_WRITE" },
+		     { SD_STAT_NBD_FLUSH, "NBD_FLUSH" },
+		     { SD_STAT_NBD_TRIM, "NBD_TRIM" },
+		     { SD_STAT_NBD_WRITE_ZEROES, "NBD_WRITE_ZEROES" },
+		     { SD_STAT_NBD_BLOCK_STATUS, "NBD_BLOCK_STATUS" } };
+
 	nbd_wq = wq_create("nbd", nr_threads);
 	if (!nbd_wq)
 		return -ENOMEM;
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+		if (stat_register_op(rows[i].op, rows[i].name, "nbd") < 0)
+			sd_warn("no statistics slot for %s", rows[i].name);
 	nr = ev_listen(addr, port, listen_handler, NULL, fds, ARRAY_SIZE(fds));
 	if (nr < 0)
 		return nr;

@@ -166,6 +166,8 @@ struct nbd_io {
 	void *buf; /* write payload, read data, block status extents */
 	uint32_t buf_len;
 	uint32_t acct; /* bytes of buf counted against the payload bound (0: malloc'd) */
+	/* collie node stat's count of it, from the whole request to its reply's queueing */
+	struct stat_req stat;
 	/* the reply: error (NBD errno) or, for reads, the runs of data and holes */
 	uint32_t error;
 	int nr_runs;
