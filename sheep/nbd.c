@@ -393,6 +393,7 @@ static void build_reply(struct nbd_io *io)
 		add_iov(io, io->buf, io->length);
 }
 
+#ifdef STAT_ENABLED
 /* the statistics row of an NBD command (internal_proto.h) */
 static uint8_t stat_op_of(uint16_t type)
 {
@@ -411,6 +412,7 @@ static uint8_t stat_op_of(uint16_t type)
 		return SD_STAT_NBD_BLOCK_STATUS;
 	}
 }
+#endif
 
 static void io_done(struct work *w)
 {
