@@ -287,6 +287,7 @@ static void io_release(struct nbd_tx *tx)
 	struct nbd_io *io = container_of(tx, struct nbd_io, tx);
 	struct nbd_conn *c = io->conn;
 
+	stat_req_untrack(&io->stat_track);
 	c->nr_inflight--;
 	io_free_buf(io);
 	free(io);
@@ -442,6 +443,21 @@ static void reply_now(struct nbd_io *io, uint32_t error)
 	io_done(&io->work);
 }
 
+#ifdef STAT_ENABLED
+/* an NBD command in flight past sheep --hang-threshold (stat.c, once per command) */
+static void report_hang(struct stat_req *sr, uint64_t age_ns)
+{
+	struct nbd_io *io = container_of(sr, struct nbd_io, stat);
+	static const char *const names[] = { "read", "write", "disc",	      "flush",
+					     "trim", "cache", "write_zeroes", "block_status" };
+
+	sd_warn("hang: nbd %s of %" PRIu32 " bytes at %" PRIu64
+		" of export %s in flight for %" PRIu64 " ms, client %s",
+		io->type < ARRAY_SIZE(names) ? names[io->type] : "command", io->length, io->offset,
+		io->exp ? io->exp->name : "?", age_ns / 1000000, io->conn->peer);
+}
+#endif
+
 static struct nbd_io *new_io(struct nbd_conn *c)
 {
 	struct nbd_io *io = malloc(sizeof(*io));
@@ -449,6 +465,10 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 	if (!io)
 		return NULL;
 	memset(io, 0, offsetof(struct nbd_io, hdr));
+	stat_req_track(&io->stat_track, &io->stat);
+#ifdef STAT_ENABLED
+	io->stat_track.report = report_hang;
+#endif
 	io->conn = c;
 	io->exp = c->exp;
 	io->structured = c->structured;

@@ -168,6 +168,7 @@ struct nbd_io {
 	uint32_t acct; /* bytes of buf counted against the payload bound (0: malloc'd) */
 	/* collie node stat's count of it, from the whole request to its reply's queueing */
 	struct stat_req stat;
+	struct stat_track stat_track; /* on the hang check's list from new_io to the free */
 	/* the reply: error (NBD errno) or, for reads, the runs of data and holes */
 	uint32_t error;
 	int nr_runs;

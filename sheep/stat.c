@@ -251,6 +251,7 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 void stat_req_track(struct stat_track *t, struct stat_req *sr)
 {
 	t->sr = sr;
+	t->report = NULL;
 	list_add_tail(&t->node, &tracked);
 }
 
@@ -326,7 +327,9 @@ int stat_check_hangs(uint64_t now)
 			continue;
 		sr->hung = true;
 		st.nr_hangs++;
-		if (st.report)
+		if (t->report)
+			t->report(sr, stat_clock_ns(age));
+		else if (st.report)
 			st.report(sr, stat_clock_ns(age));
 	}
 	return nr;

@@ -270,6 +270,8 @@ struct stat_req {
 struct stat_track {
 	struct list_node node;
 	struct stat_req *sr;
+	/* its hang report, NULL: stat_init's (request.c's requests) */
+	void (*report)(struct stat_req *sr, uint64_t age_ns);
 };
 #ifdef STAT_ENABLED
 void stat_req_track(struct stat_track *t, struct stat_req *sr);
