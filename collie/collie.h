@@ -195,6 +195,8 @@ int vdi_check_name(const char *name);
 int vdi_lookup(const char *name, const char *snap, uint32_t *vid);
 /* READ_OBJ of the inode (len bytes: SD_INODE_HEADER_SIZE or SD_INODE_SIZE) */
 int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len);
+/* the same into a new inode (free it), or NULL and *ret an exit code after saying why */
+struct sd_inode *vdi_load_inode(uint32_t vid, uint32_t len, int *ret);
 /* WRITE_OBJ of len bytes of the inode at offset */
 int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len);
 /* a vid-sorted walk of every VDI in use; fn gets the full inode */

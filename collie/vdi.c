@@ -131,6 +131,24 @@ int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len)
 	return EXIT_OK;
 }
 
+/* a new inode (free it) with the first len bytes of vid's, or NULL and *ret an exit code */
+struct sd_inode *vdi_load_inode(uint32_t vid, uint32_t len, int *ret)
+{
+	struct sd_inode *inode = malloc(sizeof(*inode));
+
+	if (!inode) {
+		collie_err("out of memory");
+		*ret = EXIT_SYSFAIL;
+		return NULL;
+	}
+	*ret = vdi_read_inode(vid, inode, len);
+	if (*ret) {
+		free(inode);
+		return NULL;
+	}
+	return inode;
+}
+
 int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len)
 {
 	struct sd_req hdr;
@@ -256,14 +274,9 @@ static int vdi_resize(int argc, char **argv)
 	ret = vdi_lookup(name, NULL, &vid);
 	if (ret)
 		return ret;
-	inode = malloc(sizeof(*inode));
-	if (!inode) {
-		collie_err("out of memory");
-		return EXIT_SYSFAIL;
-	}
-	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
-	if (ret)
-		goto out;
+	inode = vdi_load_inode(vid, SD_INODE_HEADER_SIZE, &ret);
+	if (!inode)
+		return ret;
 	sd_size_to_str(inode->vdi_size, olds, sizeof(olds));
 	max = inode->block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT
 		  ? (UINT64_C(1) << inode->block_size_shift) * MAX_DATA_OBJS
@@ -279,7 +292,6 @@ static int vdi_resize(int argc, char **argv)
 		ret = vdi_write_inode(inode, offsetof(struct sd_inode, vdi_size),
 				      sizeof(inode->vdi_size));
 	}
-out:
 	free(inode);
 	return ret;
 }
@@ -306,14 +318,9 @@ static int vdi_delete(int argc, char **argv)
 	collie_init_req(&hdr, SD_OP_DEL_VDI);
 	hdr.flags = SD_FLAG_CMD_WRITE;
 	if (opts.snapshot) {
-		inode = malloc(sizeof(*inode)); /* only the header is read */
-		if (!inode) {
-			collie_err("out of memory");
-			return EXIT_SYSFAIL;
-		}
-		ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
-		if (ret)
-			goto out_free;
+		inode = vdi_load_inode(vid, SD_INODE_HEADER_SIZE, &ret);
+		if (!inode)
+			return ret;
 		/* a number may name the working vdi's own id: that is no snapshot */
 		if (!vdi_is_snapshot(inode)) {
 			print_not_found(name, opts.snapshot);
@@ -415,14 +422,9 @@ static int vdi_snapshot(int argc, char **argv)
 			return EXIT_EXISTS;
 		}
 	}
-	inode = malloc(sizeof(*inode)); /* only the header is read */
-	if (!inode) {
-		collie_err("out of memory");
-		return EXIT_SYSFAIL;
-	}
-	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
-	if (ret)
-		goto out_free;
+	inode = vdi_load_inode(vid, SD_INODE_HEADER_SIZE, &ret);
+	if (!inode)
+		return ret;
 	memcpy(old_tag, inode->tag, sizeof(old_tag));
 	memset(inode->tag, 0, sizeof(inode->tag));
 	memcpy(inode->tag, tag, strlen(tag));
@@ -460,14 +462,9 @@ static int vdi_clone(int argc, char **argv)
 	ret = vdi_lookup(src, opts.snapshot, &vid);
 	if (ret)
 		return ret;
-	inode = malloc(sizeof(*inode)); /* only the header is read */
-	if (!inode) {
-		collie_err("out of memory");
-		return EXIT_SYSFAIL;
-	}
-	ret = vdi_read_inode(vid, inode, SD_INODE_HEADER_SIZE);
-	if (ret)
-		goto out_free;
+	inode = vdi_load_inode(vid, SD_INODE_HEADER_SIZE, &ret);
+	if (!inode)
+		return ret;
 	if (!vdi_is_snapshot(inode)) {
 		collie_err("'%s' names the working vdi '%s', not a snapshot", opts.snapshot, src);
 		ret = EXIT_FAIL;

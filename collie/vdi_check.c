@@ -271,14 +271,9 @@ int vdi_check(int argc, char **argv)
 		ret = vdi_lookup(argv[0], opts.snapshot, &vid);
 	if (ret)
 		return ret;
-	inode = malloc(sizeof(*inode));
-	if (!inode) {
-		collie_err("out of memory");
-		return EXIT_SYSFAIL;
-	}
-	ret = vdi_read_inode(vid, inode, sizeof(*inode));
-	if (ret)
-		goto out;
+	inode = vdi_load_inode(vid, sizeof(*inode), &ret);
+	if (!inode)
+		return ret;
 	if (inode->block_size_shift < SD_MIN_BLOCK_SIZE_SHIFT ||
 	    inode->block_size_shift > SD_MAX_BLOCK_SIZE_SHIFT) {
 		collie_err("vdi '%s' has an unusable object size (block_size_shift %u)", argv[0],

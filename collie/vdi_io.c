@@ -64,13 +64,8 @@ static int io_open(struct vdi_io *io, const char *name, const char *snap)
 	ret = vdi_lookup(name, snap, &io->vid);
 	if (ret)
 		return ret;
-	io->inode = malloc(sizeof(*io->inode));
-	if (!io->inode) {
-		collie_err("out of memory");
-		return EXIT_SYSFAIL;
-	}
-	ret = vdi_read_inode(io->vid, io->inode, sizeof(*io->inode));
-	if (ret)
+	io->inode = vdi_load_inode(io->vid, sizeof(*io->inode), &ret);
+	if (!io->inode)
 		return ret;
 	io->shift = io->inode->block_size_shift;
 	if (io->shift < SD_MIN_BLOCK_SIZE_SHIFT || io->shift > SD_MAX_BLOCK_SIZE_SHIFT) {
