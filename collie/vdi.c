@@ -510,8 +510,9 @@ const struct subcommand vdi_cmds[] = {
 	  "object) from the nodes that the current epoch gives it, and reports the\n"
 	  "objects whose copies differ, that a node lacks, or that no node has. With\n"
 	  "--repair the copy that most nodes hold (on a tie, the object's first\n"
-	  "node's) is written over the others. Refused while a recovery runs; check\n"
-	  "a vdi that no VM writes. Exit status 1 when copies differ (and were not\n"
-	  "repaired) or an object is lost.\n" },
+	  "node's) is written over the others. Refused while a recovery runs; --repair\n"
+	  "is refused on a vdi that a client has locked. Check a vdi that no VM writes.\n"
+	  "Exit status 1 when copies differ (and were not repaired) or an object is\n"
+	  "lost.\n" },
 	{ NULL },
 };

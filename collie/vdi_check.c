@@ -16,8 +16,8 @@
  * repaired.
  *
  * It refuses while a recovery runs (objects are moving) and stops when the
- * epoch changes under it. A client that writes the VDI meanwhile makes its
- * copies differ for a moment: an object found different is read again
+ * epoch changes under it; --repair refuses a VDI that a client has locked. A client that writes the
+ * VDI meanwhile makes its copies differ for a moment: an object found different is read again
  * before it is reported or repaired, but a VDI in use may still show a
  * write in flight; check a VDI that no VM writes.
  */
@@ -93,6 +93,33 @@ static int recovery_done(const struct check *c)
 		}
 	}
 	return EXIT_OK;
+}
+
+/*
+ * Whether a client holds vid's lock (GET_VDI_LOCKS): a repair over a VDI
+ * that a VM writes could put an older copy over its newest write. EXIT_OK
+ * and *locked, or an exit code after saying why.
+ */
+#define CHECK_MAX_LOCKS (1U << 18)
+static int vdi_locked(uint32_t vid, bool *locked)
+{
+	uint32_t *vids = malloc(CHECK_MAX_LOCKS * sizeof(*vids));
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	int ret;
+
+	*locked = false;
+	if (!vids) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	collie_init_req(&hdr, SD_OP_GET_VDI_LOCKS);
+	hdr.data_length = CHECK_MAX_LOCKS * sizeof(*vids);
+	ret = collie_run("failed to get the locked vdis", &hdr, vids, 0, hdr.data_length, &rsp);
+	for (uint32_t i = 0; !ret && i < rsp.data_length / sizeof(*vids); i++)
+		*locked |= vids[i] == vid;
+	free(vids);
+	return ret;
 }
 
 /* a peer op on node i of the ring at the check's epoch: the result, or -1 (unreachable) */
@@ -295,6 +322,21 @@ int vdi_check(int argc, char **argv)
 	ret = recovery_done(&c);
 	if (ret)
 		goto out;
+	if (opts.repair) {
+		bool locked;
+
+		ret = vdi_locked(vid, &locked);
+		if (!ret && locked) {
+			collie_err(
+			    "vdi '%s' is locked, a client may be writing it: stop the client "
+			    "(or release a dead client's lock with collie vdi unlock) and repair "
+			    "then",
+			    argv[0]);
+			ret = EXIT_FAIL;
+		}
+		if (ret)
+			goto out;
+	}
 	for (int k = 0; k < c.copies; k++) {
 		c.bufs[k] = malloc(SD_INODE_SIZE > c.obj_size ? SD_INODE_SIZE : c.obj_size);
 		if (!c.bufs[k]) {
