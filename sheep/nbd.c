@@ -443,7 +443,6 @@ static void reply_now(struct nbd_io *io, uint32_t error)
 	io_done(&io->work);
 }
 
-#ifdef STAT_ENABLED
 /* an NBD command in flight past sheep --hang-threshold (stat.c, once per command) */
 static void report_hang(struct stat_req *sr, uint64_t age_ns)
 {
@@ -456,7 +455,6 @@ static void report_hang(struct stat_req *sr, uint64_t age_ns)
 		io->type < ARRAY_SIZE(names) ? names[io->type] : "command", io->length, io->offset,
 		io->exp ? io->exp->name : "?", age_ns / 1000000, io->conn->peer);
 }
-#endif
 
 static struct nbd_io *new_io(struct nbd_conn *c)
 {
@@ -465,10 +463,7 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 	if (!io)
 		return NULL;
 	memset(io, 0, offsetof(struct nbd_io, hdr));
-	stat_req_track(&io->stat_track, &io->stat);
-#ifdef STAT_ENABLED
-	io->stat_track.report = report_hang;
-#endif
+	stat_req_track(&io->stat_track, &io->stat, report_hang);
 	io->conn = c;
 	io->exp = c->exp;
 	io->structured = c->structured;
@@ -617,7 +612,7 @@ static void run_request(struct nbd_conn *c)
 	c->rx_io = NULL;
 	c->rx_buf = NULL;
 #ifdef STAT_ENABLED
-	/* in flight from here (not on the hang check's list: its report is request.c's) */
+	/* in flight from here */
 	stat_req_begin(&io->stat, stat_op_of(io->type), stat_clock());
 #endif
 	if (writes && e->readonly)

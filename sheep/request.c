@@ -93,6 +93,7 @@ static bool at_client_limit;
 static void (*room_fn)(void);
 
 static void client_handler(int fd, uint32_t events, void *data);
+static void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
 /*
  * Peer and recovery requests are not counted against the payload bound: a
@@ -170,7 +171,7 @@ static struct request *req_get(void)
 	struct request *req = malloc(sizeof(struct request));
 
 	if (req)
-		stat_req_track(&req->stat_track, &req->stat);
+		stat_req_track(&req->stat_track, &req->stat, request_report_hang);
 	return req;
 }
 
@@ -844,7 +845,8 @@ static bool has_oid(uint8_t opcode)
 	       opcode == SD_OP_FETCH_PEER || opcode == SD_OP_STAT_HOLD;
 }
 
-void request_report_hang(struct stat_req *sr, uint64_t age_ns)
+/* stat.c's hang report for a request: opcode, oid, client, worker */
+static void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 {
 	struct request *req = container_of(sr, struct request, stat);
 	char client[INET6_ADDRSTRLEN + 8] = "gone", oid[32] = "";

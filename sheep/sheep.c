@@ -507,7 +507,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* counting starts before any worker exists */
-	ret = stat_init(hang_threshold * 1000000000ULL, request_report_hang);
+	ret = stat_init(hang_threshold * 1000000000ULL);
 	if (!ret)
 		ret = stat_start_hang_timer();
 	if (ret) {

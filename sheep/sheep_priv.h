@@ -168,8 +168,6 @@ void payload_req_free(struct request *req, uint64_t *reply_bytes);
 void payload_req_none(struct request *req);
 /* client connections open now */
 int request_nr_clients(void);
-/* stat.c's hang report for a request: opcode, oid, client, worker */
-void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
 /* metrics.c: Prometheus' text format over HTTP, on the main event loop */
 /* check "[ADDR:]PORT"; with addr, split it (ADDR defaults to 127.0.0.1): 0 or -EINVAL */

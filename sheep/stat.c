@@ -41,7 +41,6 @@ static struct {
 	uint64_t threshold; /* ticks, 0: off */
 	uint64_t threshold_ns;
 	uint64_t nr_hangs;
-	stat_hang_fn report;
 } st = {
 	.slot_lock = PTHREAD_MUTEX_INITIALIZER,
 	.tick_mult = UINT64_C(1) << 32,
@@ -231,12 +230,11 @@ int stat_register_op(uint8_t opcode, const char *name, const char *queue)
 	return i;
 }
 
-int stat_init(uint64_t threshold_ns, stat_hang_fn report)
+int stat_init(uint64_t threshold_ns)
 {
 	st.threshold_ns = threshold_ns;
 	calibrate();
 	st.start = stat_clock();
-	st.report = report;
 	st.nr_ops = 0;
 	memset(stat_idx_of, 0, sizeof(stat_idx_of));
 	for (int i = 0; i < 256; i++)
@@ -248,10 +246,10 @@ int stat_init(uint64_t threshold_ns, stat_hang_fn report)
 }
 
 #ifdef STAT_ENABLED
-void stat_req_track(struct stat_track *t, struct stat_req *sr)
+void stat_req_track(struct stat_track *t, struct stat_req *sr, stat_hang_fn report)
 {
 	t->sr = sr;
-	t->report = NULL;
+	t->report = report;
 	list_add_tail(&t->node, &tracked);
 }
 
@@ -327,10 +325,7 @@ int stat_check_hangs(uint64_t now)
 			continue;
 		sr->hung = true;
 		st.nr_hangs++;
-		if (t->report)
-			t->report(sr, stat_clock_ns(age));
-		else if (st.report)
-			st.report(sr, stat_clock_ns(age));
+		t->report(sr, stat_clock_ns(age));
 	}
 	return nr;
 }

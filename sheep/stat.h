@@ -269,20 +269,23 @@ struct stat_req {
  * walks them all and looks at the active ones. Its node must survive the
  * request's reuse: request.c keeps it out of the struct it clears.
  */
+/* report a request in flight past the threshold (main thread, once per request) */
+typedef void (*stat_hang_fn)(struct stat_req *sr, uint64_t age_ns);
+
 struct stat_track {
 	struct list_node node;
 	struct stat_req *sr;
-	/* its hang report, NULL: stat_init's (request.c's requests) */
-	void (*report)(struct stat_req *sr, uint64_t age_ns);
+	stat_hang_fn report; /* the front-end's: it knows the struct around sr */
 };
 #ifdef STAT_ENABLED
-void stat_req_track(struct stat_track *t, struct stat_req *sr);
+void stat_req_track(struct stat_track *t, struct stat_req *sr, stat_hang_fn report);
 void stat_req_untrack(struct stat_track *t);
 #else
-static inline void stat_req_track(struct stat_track *t, struct stat_req *sr)
+static inline void stat_req_track(struct stat_track *t, struct stat_req *sr, stat_hang_fn report)
 {
 	(void)t;
 	(void)sr;
+	(void)report;
 }
 
 static inline void stat_req_untrack(struct stat_track *t)
@@ -291,15 +294,12 @@ static inline void stat_req_untrack(struct stat_track *t)
 }
 #endif
 
-/* report a request in flight past the threshold (main thread, once per request) */
-typedef void (*stat_hang_fn)(struct stat_req *sr, uint64_t age_ns);
-
 /*
  * Start counting: name the op slots with stat_register_op() next. Main
  * thread, once, before any other thread counts; it calibrates the clock
  * (20 ms). threshold_ns 0: no hang detection. 0 or -errno.
  */
-int stat_init(uint64_t threshold_ns, stat_hang_fn report);
+int stat_init(uint64_t threshold_ns);
 /*
  * An opcode gets its own slot and a short name; queue names the work queue
  * that runs it (NULL: none). The slot, or -ENOSPC when the table is full.
