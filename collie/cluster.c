@@ -17,6 +17,10 @@ static int cluster_format(int argc, char **argv)
 	struct sd_req hdr;
 	struct sd_rsp rsp;
 
+	/* the cluster's default scheme is a number of copies: D:P is set per vdi */
+	if (opts.copy_policy)
+		return collie_usage_err("cluster format takes a number of copies; an erasure "
+					"code is given per vdi (vdi create -c D:P)");
 	collie_init_req(&hdr, SD_OP_MAKE_FS);
 	hdr.cluster.ctime = (uint64_t)time(NULL);
 	hdr.cluster.copies = opts.has_copies ? opts.copies : 0;
@@ -263,5 +267,8 @@ const struct subcommand cluster_cmds[] = {
 	{ "recover", "force", 0,
 	  "serve without the nodes that a restarted node still waits for (they are gone for good)",
 	  cluster_recover, NULL, 1, 1 },
+	{ "snapshot", "save|list|load|delete", 0,
+	  "save the whole cluster into a directory, and load it back", NULL,
+	  cluster_snapshot_cmds },
 	{ NULL },
 };

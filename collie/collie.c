@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "collie.h"
+#include "ec.h"
 
 struct collie_opts opts = {
 	.addr = "localhost",
@@ -45,6 +46,7 @@ enum {
 	LOPT_QUEUES,
 	LOPT_VDI,
 	LOPT_REPAIR,
+	LOPT_COMPRESS,
 	LOPT_NOTRACE,
 	LOPT_GRAPH_FUNCTION,
 	LOPT_THRESHOLD,
@@ -55,9 +57,14 @@ enum {
 	LOPT_FOLLOW,
 	LOPT_MAIN_ONLY,
 	LOPT_WORKER_ONLY,
+	LOPT_SAMPLE,
+	LOPT_SLOWER_THAN,
+	LOPT_OP,
+	LOPT_REQUEST,
+	LOPT_FORCE,
 };
 
-#define SHORT_OPTIONS "a:p:c:s:rhw:n:"
+#define SHORT_OPTIONS "a:p:c:s:rhw:n:F:"
 
 static const struct option long_options[] = {
 	{ "address", required_argument, NULL, 'a' },
@@ -80,6 +87,9 @@ static const struct option long_options[] = {
 	{ "queues", no_argument, NULL, LOPT_QUEUES },
 	{ "vdi", no_argument, NULL, LOPT_VDI },
 	{ "repair", no_argument, NULL, LOPT_REPAIR },
+	{ "force", no_argument, NULL, LOPT_FORCE },
+	{ "from", required_argument, NULL, 'F' },
+	{ "compress", no_argument, NULL, LOPT_COMPRESS },
 	{ "notrace", required_argument, NULL, LOPT_NOTRACE },
 	{ "graph-function", required_argument, NULL, LOPT_GRAPH_FUNCTION },
 	{ "threshold", required_argument, NULL, LOPT_THRESHOLD },
@@ -90,15 +100,20 @@ static const struct option long_options[] = {
 	{ "follow", no_argument, NULL, LOPT_FOLLOW },
 	{ "main-only", required_argument, NULL, LOPT_MAIN_ONLY },
 	{ "worker-only", required_argument, NULL, LOPT_WORKER_ONLY },
+	{ "sample", required_argument, NULL, LOPT_SAMPLE },
+	{ "slower-than", required_argument, NULL, LOPT_SLOWER_THAN },
+	{ "op", required_argument, NULL, LOPT_OP },
+	{ "request", required_argument, NULL, LOPT_REQUEST },
 	{ NULL, 0, NULL, 0 },
 };
 
 static const struct {
-	unsigned int bit;
+	uint64_t bit;
 	const char *usage;
 	const char *help;
 } option_help[] = {
-	{ OPT_COPIES, "-c, --copies N", "number of replicas (1-31; default: the cluster's)" },
+	{ OPT_COPIES, "-c, --copies N|D:P",
+	  "replicas (1-31; default: the cluster's), or D:P erasure code (vdi create)" },
 	{ OPT_SNAPSHOT, "-s, --snapshot SNAP", "snapshot id (a number) or tag" },
 	{ OPT_RAW, "-r, --raw", "raw output: no header, single spaces, sizes in bytes" },
 	{ OPT_TRACER, "--tracer NAME", "graph (default), function, profile, loop or thread" },
@@ -112,7 +127,7 @@ static const struct {
 	{ OPT_WORKER_ONLY, "--worker-only FN", "thread: FN must not run on the main thread" },
 	{ OPT_DEPTH, "--depth N", "maximum call depth recorded" },
 	{ OPT_BUFFER_SIZE, "--buffer-size SIZE", "per-thread buffer size (K/M/G suffixes)" },
-	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv or svg" },
+	{ OPT_FORMAT, "--format FMT", "graph (default), folded, chrome, csv, svg or events" },
 	{ OPT_TITLE, "--title TEXT", "title of the svg flame graph" },
 	{ OPT_WATCH, "-w, --watch SECONDS", "a report every SECONDS, over that interval" },
 	{ OPT_COUNT, "-n, --count N", "stop after N reports (with -w)" },
@@ -120,7 +135,15 @@ static const struct {
 	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
 	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
 	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
+	{ OPT_SAMPLE, "--sample N", "graph: record one client request in N, on every node" },
+	{ OPT_SLOWER_THAN, "--slower-than TIME",
+	  "graph: keep only requests slower than TIME (10ms)" },
+	{ OPT_OP, "--op OP", "only requests of OP (write_obj, read_obj, nbd_write, ...)" },
+	{ OPT_REQUEST, "--request ID", "that request's graph, node by node" },
 	{ OPT_REPAIR, "--repair", "write the copy most nodes hold over the others" },
+	{ OPT_FORCE, "--force", "even from a client still connected (it is disconnected)" },
+	{ OPT_FROM, "-F, --from SNAP", "the older snapshot: back up what changed since it" },
+	{ OPT_COMPRESS, "--compress", "compress the stream's data with zstd" },
 	{ OPT_FOLLOW, "--follow", "print records as they come, until interrupted" },
 	{ OPT_SORT, "--sort KEY", "calls, total (default), self, avg or max" },
 	{ OPT_TOP, "--top N", "only the first N functions" },
@@ -128,14 +151,15 @@ static const struct {
 };
 
 /* the options seen on the line, as OPT_* bits, and the first one's spelling */
-static unsigned int seen_opts;
-static char seen_name[32][32]; /* by bit number */
+static uint64_t seen_opts;
+static char seen_name[64][32]; /* by bit number */
 static char cur_spelling[32];  /* the option being parsed: "-c" or "--copies" */
 
 void collie_err(const char *fmt, ...)
 {
 	va_list ap;
 
+	collie_progress_interrupt();
 	fputs("collie: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -206,17 +230,38 @@ static void print_sub_usage(const char *path, const struct subcommand *s)
 		printf("\nExample:\n%s", s->example);
 }
 
-static int bit_index(unsigned int bit)
+static int bit_index(uint64_t bit)
 {
-	return __builtin_ctz(bit);
+	return __builtin_ctzll(bit);
 }
 
-static void mark_seen(unsigned int bit)
+/* -c D:P: an erasure code, as the inode keeps it; 0 or -1 (not one) */
+static int parse_ec(const char *arg)
+{
+	const char *colon = strchr(arg, ':');
+	char d_str[8];
+	uint64_t d, p;
+
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(d_str))
+		return -1;
+	memcpy(d_str, arg, (size_t)(colon - arg));
+	d_str[colon - arg] = '\0';
+	if (sd_parse_uint(d_str, 2, SD_EC_MAX_DATA, &d) ||
+	    sd_parse_uint(colon + 1, 1, SD_EC_MAX_PARITY, &p) || !ec_params_valid((int)d, (int)p))
+		return -1;
+	opts.copies = (uint8_t)(d + p);
+	opts.copy_policy = ec_dp_to_policy((int)d, (int)p);
+	return 0;
+}
+
+static void mark_seen(uint64_t bit)
 {
 	if (!(seen_opts & bit))
 		snprintf(seen_name[bit_index(bit)], sizeof(seen_name[0]), "%s", cur_spelling);
 	seen_opts |= bit;
 }
+
+static int parse_request_option(int c, const char *arg);
 
 /* "10us", "2ms", "1s", "500ns"; a bare number is us (as ftrace's tracing_thresh) */
 static int parse_time_ns(const char *arg, uint64_t *ns)
@@ -307,6 +352,43 @@ static int parse_trace_option(int c, const char *arg)
 	case LOPT_WORKER_ONLY:
 		mark_seen(OPT_WORKER_ONLY);
 		return add_pattern(opts.worker_only, &opts.nr_worker_only, arg, "--worker-only");
+	default:
+		return parse_request_option(c, arg);
+	}
+	return EXIT_OK;
+}
+
+/* debug trace's options about requests */
+static int parse_request_option(int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case LOPT_SAMPLE:
+		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
+			return collie_usage_err(
+			    "invalid sampling '%s' (one request in N: 1 or more)", arg);
+		opts.sample = (uint32_t)v;
+		opts.has_sample = true;
+		mark_seen(OPT_SAMPLE);
+		break;
+	case LOPT_SLOWER_THAN:
+		if (parse_time_ns(arg, &opts.slower_ns) || !opts.slower_ns)
+			return collie_usage_err("invalid time '%s' (a number and ns, us, ms or s)",
+						arg);
+		opts.has_slower = true;
+		mark_seen(OPT_SLOWER_THAN);
+		break;
+	case LOPT_OP:
+		if (!*arg)
+			return collie_usage_err("empty op name");
+		opts.op = arg;
+		mark_seen(OPT_OP);
+		break;
+	case LOPT_REQUEST:
+		opts.request = arg;
+		mark_seen(OPT_REQUEST);
+		break;
 	}
 	return EXIT_OK;
 }
@@ -327,10 +409,18 @@ static int parse_one(int c, const char *arg)
 		opts.port = (int)v;
 		break;
 	case 'c':
-		if (sd_parse_uint(arg, 1, SD_MAX_COPIES, &v))
-			return collie_usage_err("invalid number of copies '%s' (1-%d)", arg,
-						SD_MAX_COPIES);
-		opts.copies = (uint8_t)v;
+		if (strchr(arg, ':')) {
+			if (parse_ec(arg))
+				return collie_usage_err("invalid erasure code '%s' (D:P: D 2, 4, 8 "
+							"or 16 data strips, P 1-15 parity strips)",
+							arg);
+		} else if (sd_parse_uint(arg, 1, SD_MAX_COPIES, &v)) {
+			return collie_usage_err("invalid number of copies '%s' (1-%d)",
+						arg, SD_MAX_COPIES);
+		} else {
+			opts.copies = (uint8_t)v;
+			opts.copy_policy = 0;
+		}
 		opts.has_copies = true;
 		mark_seen(OPT_COPIES);
 		break;
@@ -360,6 +450,10 @@ static int parse_one(int c, const char *arg)
 	case LOPT_DEPTH:
 		if (sd_parse_uint(arg, 1, UINT32_MAX, &v))
 			return collie_usage_err("invalid depth '%s'", arg);
+		if (v > SD_TRACE_MAX_DEPTH)
+			return collie_usage_err("--depth %s is over the tracer's limit of %d calls "
+						"(its shadow stack per thread)",
+						arg, SD_TRACE_MAX_DEPTH);
 		opts.depth = (uint32_t)v;
 		opts.has_depth = true;
 		mark_seen(OPT_DEPTH);
@@ -367,6 +461,12 @@ static int parse_one(int c, const char *arg)
 	case LOPT_BUFFER_SIZE:
 		if (sd_parse_size(arg, &v) || v == 0)
 			return collie_usage_err("invalid size '%s'", arg);
+		if (v > SD_TRACE_MAX_BUFFER)
+			return collie_usage_err("--buffer-size %s is over the tracer's limit of "
+						"%llu MiB per thread (and %llu MiB for every "
+						"thread's ring together)",
+						arg, SD_TRACE_MAX_BUFFER >> 20,
+						SD_TRACE_MAX_TOTAL >> 20);
 		opts.buffer_size = v;
 		opts.has_buffer_size = true;
 		mark_seen(OPT_BUFFER_SIZE);
@@ -412,6 +512,18 @@ static int parse_one(int c, const char *arg)
 	case LOPT_REPAIR:
 		opts.repair = true;
 		mark_seen(OPT_REPAIR);
+		break;
+	case LOPT_FORCE:
+		opts.force = true;
+		mark_seen(OPT_FORCE);
+		break;
+	case 'F':
+		opts.from = arg;
+		mark_seen(OPT_FROM);
+		break;
+	case LOPT_COMPRESS:
+		opts.compress = true;
+		mark_seen(OPT_COMPRESS);
 		break;
 	default:
 		return parse_trace_option(c, arg);
@@ -470,6 +582,13 @@ static int parse_options(int argc, char **argv, char **words, int *nr_words, boo
 			ret = parse_one(c, optarg);
 			if (ret)
 				return ret;
+			/*
+			 * --vdi takes a VDI's name where it chooses one (debug
+			 * trace start --vdi NAME) and none where it is a view
+			 * (node stat --vdi): the next word, if not an option
+			 */
+			if (c == LOPT_VDI && optind < argc && argv[optind][0] != '-')
+				opts.vdi_name = argv[optind++];
 		}
 	}
 	while (optind < argc)
@@ -479,7 +598,7 @@ static int parse_options(int argc, char **argv, char **words, int *nr_words, boo
 
 static int check_options(const struct subcommand *s)
 {
-	unsigned int bad = seen_opts & ~s->flags;
+	uint64_t bad = seen_opts & ~s->flags;
 
 	if (!bad)
 		return EXIT_OK;
@@ -585,19 +704,98 @@ static void print_option_names(const char *usage)
 }
 
 /*
+ * The values an option takes, for completion: the same words its help
+ * names (tests/functional/325 checks that they agree).
+ */
+static const struct {
+	const char *name;
+	const char *const values[20];
+} option_values[] = {
+	{ "tracer", { "graph", "function", "profile", "loop", "thread" } },
+	{ "format", { "graph", "folded", "chrome", "csv", "svg", "events" } },
+	{ "sort", { "calls", "total", "self", "avg", "max" } },
+	{ "thread", { "main", "io", "peer", "cluster", "fetch", "trace", "nbd", "recovery" } },
+	{ "op",
+	  { "read_obj", "write_obj", "create_and_write_obj", "flush_vdi", "read_peer", "write_peer",
+	    "create_and_write_peer", "remove_peer", "flush_peer", "nbd_read", "nbd_write",
+	    "nbd_flush", "nbd_trim", "nbd_write_zeroes", "nbd_block_status" } },
+};
+
+/* the values of option WORD ("--format", "-s"), one a line */
+static void print_option_values(const char *word)
+{
+	if (word[0] != '-' || word[1] != '-')
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(option_values); i++)
+		if (!strcmp(word + 2, option_values[i].name))
+			for (int k = 0; option_values[i].values[k]; k++)
+				printf("%s\n", option_values[i].values[k]);
+}
+
+/* -a/-p among the words: completion asks that daemon for VDI names */
+static void complete_connection_option(const char *w, const char *next)
+{
+	uint64_t v;
+
+	if (!strncmp(w, "--address=", 10))
+		opts.addr = w + 10;
+	else if (!strncmp(w, "--port=", 7) && !sd_parse_uint(w + 7, 1, 65535, &v))
+		opts.port = (int)v;
+	else if (!next)
+		return;
+	else if (!strcmp(w, "-a") || !strcmp(w, "--address"))
+		opts.addr = next;
+	else if ((!strcmp(w, "-p") || !strcmp(w, "--port")) && !sd_parse_uint(next, 1, 65535, &v))
+		opts.port = (int)v;
+}
+
+/* the synopsis word of positional argument POS (0: the first) of s, brackets skipped */
+static const char *arg_name(const struct subcommand *s, int pos)
+{
+	const char *p = s->args;
+
+	for (int i = 0; i < pos && *p; i++) {
+		p += strcspn(p, " ");
+		p += strspn(p, " ");
+	}
+	return p + strspn(p, "[");
+}
+
+/*
+ * The values positional argument POS of s takes, one a line: the names of
+ * the existing VDIs for NAME and SRC (vdi create's NAME is a new one), the
+ * log levels for LEVEL.
+ */
+static void print_arg_values(const struct subcommand *s, int pos)
+{
+	static const char *const levels[] = { "emerg", "alert",	 "crit", "error",
+					      "warn",  "notice", "info", "debug" };
+	const char *p = arg_name(s, pos);
+
+	if ((!strncmp(p, "NAME", 4) && strcmp(s->name, "create")) || !strncmp(p, "SRC ", 4))
+		vdi_print_names();
+	else if (!strncmp(p, "LEVEL", 5))
+		for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+			printf("%s\n", levels[i]);
+}
+
+/*
  * collie __complete [WORD...], for the bash completion
  * (script/bash-completion/collie): the words that may follow WORDs, one a
  * line, read from the tables above, so that completion never goes stale.
  * Options and their arguments among WORDs are skipped. After nothing: the
  * commands; after a command or a subcommand with subcommands: those; after
- * a subcommand: its options. Nothing when the next word is an option's
- * argument or an unknown word was met. Hidden: not in --help.
+ * a subcommand: its options, and the names of the VDIs (asked of the
+ * daemon that -a/-p on the line name) where its next argument is one.
+ * When the next word is an option's argument: the values it takes, if it
+ * has a list. Nothing after an unknown word. Hidden: not in --help.
  */
 static int print_completions(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
 	const struct subcommand *table = NULL, *s = NULL;
 	bool dashdash = false;
+	int nr_pos = 0;
 
 	for (int i = 0; i < argc; i++) {
 		const char *w = argv[i];
@@ -607,12 +805,17 @@ static int print_completions(int argc, char **argv)
 			continue;
 		}
 		if (!dashdash && w[0] == '-' && w[1]) {
-			if (takes_next_word(w) && ++i == argc)
+			complete_connection_option(w, i + 1 < argc ? argv[i + 1] : NULL);
+			if (takes_next_word(w) && ++i == argc) {
+				print_option_values(w);
 				return EXIT_OK;
+			}
 			continue;
 		}
-		if (s) /* a positional argument of the subcommand */
+		if (s) { /* a positional argument of the subcommand */
+			nr_pos++;
 			continue;
+		}
 		if (!cmd) {
 			for (cmd = commands; cmd->name && strcmp(cmd->name, w); cmd++)
 				;
@@ -641,6 +844,7 @@ static int print_completions(int argc, char **argv)
 			if (s->flags & option_help[i].bit)
 				print_option_names(option_help[i].usage);
 		printf("-a\n--address\n-p\n--port\n-h\n--help\n");
+		print_arg_values(s, nr_pos);
 	}
 	return EXIT_OK;
 }

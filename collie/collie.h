@@ -39,7 +39,8 @@ struct collie_opts {
 	int port;
 	bool raw;
 	bool has_copies;
-	uint8_t copies;
+	uint8_t copies;	     /* with an erasure code (-c D:P): D + P */
+	uint8_t copy_policy; /* 0, or -c D:P as the inode keeps it (ec.h) */
 	const char *snapshot; /* -s: snapshot id or tag */
 	const char *tracer;
 	const char *functions[COLLIE_MAX_FUNCTIONS];
@@ -57,6 +58,9 @@ struct collie_opts {
 	bool queues;
 	bool vdi;
 	bool repair; /* vdi check --repair */
+	bool force;  /* vdi unlock --force */
+	const char *from; /* vdi backup -F: the older snapshot */
+	bool compress;	  /* vdi backup --compress */
 	/* debug trace */
 	const char *skip_pats[COLLIE_MAX_FUNCTIONS]; /* --notrace */
 	int nr_skip_pats;
@@ -74,38 +78,54 @@ struct collie_opts {
 	int nr_main_only;
 	const char *worker_only[COLLIE_MAX_FUNCTIONS];
 	int nr_worker_only;
+	/* debug trace's requests: start --sample, --vdi NAME, --slower-than; slow */
+	bool has_sample;
+	uint32_t sample;
+	const char *vdi_name;
+	bool has_slower;
+	uint64_t slower_ns;
+	const char *op;
+	const char *request;
 };
 
 extern struct collie_opts opts;
 
 /* option bits: which options a subcommand accepts (-a, -p, -h always) */
-#define OPT_COPIES (1U << 0)
-#define OPT_SNAPSHOT (1U << 1)
-#define OPT_RAW (1U << 2)
-#define OPT_TRACER (1U << 3)
-#define OPT_FUNCTION (1U << 4)
-#define OPT_DEPTH (1U << 5)
-#define OPT_BUFFER_SIZE (1U << 6)
-#define OPT_FORMAT (1U << 7)
-#define OPT_WATCH (1U << 8)
-#define OPT_COUNT (1U << 9)
-#define OPT_HIST (1U << 10)
-#define OPT_ALL (1U << 11)
-#define OPT_QUEUES (1U << 12)
-#define OPT_VDI (1U << 13)
-#define OPT_TITLE (1U << 14)
-#define OPT_REPAIR (1U << 15)
+#define OPT_COPIES (UINT64_C(1) << 0)
+#define OPT_SNAPSHOT (UINT64_C(1) << 1)
+#define OPT_RAW (UINT64_C(1) << 2)
+#define OPT_TRACER (UINT64_C(1) << 3)
+#define OPT_FUNCTION (UINT64_C(1) << 4)
+#define OPT_DEPTH (UINT64_C(1) << 5)
+#define OPT_BUFFER_SIZE (UINT64_C(1) << 6)
+#define OPT_FORMAT (UINT64_C(1) << 7)
+#define OPT_WATCH (UINT64_C(1) << 8)
+#define OPT_COUNT (UINT64_C(1) << 9)
+#define OPT_HIST (UINT64_C(1) << 10)
+#define OPT_ALL (UINT64_C(1) << 11)
+#define OPT_QUEUES (UINT64_C(1) << 12)
+#define OPT_VDI (UINT64_C(1) << 13)
+#define OPT_TITLE (UINT64_C(1) << 14)
+#define OPT_REPAIR (UINT64_C(1) << 15)
+#define OPT_FROM (UINT64_C(1) << 16)
+#define OPT_COMPRESS (UINT64_C(1) << 17)
+/* debug trace's requests */
+#define OPT_SAMPLE (UINT64_C(1) << 18)
+#define OPT_SLOWER_THAN (UINT64_C(1) << 19)
+#define OPT_OP (UINT64_C(1) << 30)
+#define OPT_REQUEST (UINT64_C(1) << 31)
 /* debug trace (bits from 20 up) */
-#define OPT_NOTRACE (1U << 20)
-#define OPT_GRAPH_FUNCTION (1U << 21)
-#define OPT_THRESHOLD (1U << 22)
-#define OPT_THREAD (1U << 23)
-#define OPT_SORT (1U << 24)
-#define OPT_TOP (1U << 25)
-#define OPT_CSV (1U << 26)
-#define OPT_FOLLOW (1U << 27)
-#define OPT_MAIN_ONLY (1U << 28)
-#define OPT_WORKER_ONLY (1U << 29)
+#define OPT_NOTRACE (UINT64_C(1) << 20)
+#define OPT_GRAPH_FUNCTION (UINT64_C(1) << 21)
+#define OPT_THRESHOLD (UINT64_C(1) << 22)
+#define OPT_THREAD (UINT64_C(1) << 23)
+#define OPT_SORT (UINT64_C(1) << 24)
+#define OPT_TOP (UINT64_C(1) << 25)
+#define OPT_CSV (UINT64_C(1) << 26)
+#define OPT_FOLLOW (UINT64_C(1) << 27)
+#define OPT_MAIN_ONLY (UINT64_C(1) << 28)
+#define OPT_WORKER_ONLY (UINT64_C(1) << 29)
+#define OPT_FORCE (UINT64_C(1) << 32)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.
@@ -115,7 +135,7 @@ extern struct collie_opts opts;
 struct subcommand {
 	const char *name;
 	const char *args;   /* usage synopsis of the positional arguments */
-	unsigned int flags; /* OPT_* accepted */
+	uint64_t flags; /* OPT_* accepted */
 	const char *help;   /* one line */
 	int (*fn)(int argc, char **argv);
 	const struct subcommand *sub;
@@ -133,8 +153,10 @@ struct command {
 
 extern const struct subcommand cluster_cmds[];
 extern const struct subcommand node_cmds[];
+extern const struct subcommand node_md_cmds[];
 extern const struct subcommand vdi_cmds[];
 extern const struct subcommand debug_cmds[];
+extern const struct subcommand cluster_snapshot_cmds[];
 
 /* node.c: GET_NODE_LIST into a new array (free it): EXIT_OK or an exit code */
 int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx);
@@ -183,6 +205,33 @@ void collie_fmt_time(uint64_t t, const char *fmt, char *buf, size_t len);
 /* sizes: human ("1.0 GB") or, with -r, bytes */
 void collie_fmt_size(uint64_t size, char *buf, size_t len);
 
+/*
+ * A progress bar on stderr for long work, drawn only when stderr is a
+ * terminal (never into a file or a pipe), redrawn at most 10 times a
+ * second: "LABEL [#####.....]  52% 532 MB / 1.0 GB  45 MB/s  ETA 0:12".
+ * total 0: unknown (the amount and the rate only); bytes: amounts are
+ * sizes, otherwise counts (objects). Start, update with the amount done so
+ * far as often as convenient (cheap when nothing is drawn), end once, on
+ * success or failure (the last state and a newline, so that a message
+ * after it starts on a line of its own).
+ */
+struct collie_progress {
+	const char *label;
+	uint64_t total, done;
+	uint64_t start_ns, last_ns;
+	unsigned int cols; /* the terminal's width, 0: unknown */
+	bool on, drawn, bytes;
+};
+void collie_progress_start(struct collie_progress *p, const char *label, uint64_t total,
+			   bool bytes);
+void collie_progress_update(struct collie_progress *p, uint64_t done);
+void collie_progress_end(struct collie_progress *p);
+/* a message comes: end the bar's line, draw no more (collie_err calls it) */
+void collie_progress_interrupt(void);
+
+/* raw output of a name: whitespace and backslashes escaped with a backslash */
+void collie_print_escaped(const char *s);
+
 /* node address helpers */
 void collie_node_host(const struct sd_node *n, char *buf, size_t len);
 
@@ -193,12 +242,28 @@ int vdi_check_name(const char *name);
  * GET_VDI_INFO. Returns EXIT_OK or an exit code after printing why.
  */
 int vdi_lookup(const char *name, const char *snap, uint32_t *vid);
+/* GET_VDI_INFO of name, snapid or tag: the result code (*vid on success), or -errno (printed) */
+int vdi_get_info(const char *name, uint32_t snapid, const char *tag, uint32_t *vid);
+/* whether a client holds vid's lock: EXIT_OK and *locked, or an exit code after saying why */
+int vdi_is_locked(uint32_t vid, bool *locked);
 /* READ_OBJ of the inode (len bytes: SD_INODE_HEADER_SIZE or SD_INODE_SIZE) */
 int vdi_read_inode(uint32_t vid, struct sd_inode *inode, uint32_t len);
 /* the same into a new inode (free it), or NULL and *ret an exit code after saying why */
 struct sd_inode *vdi_load_inode(uint32_t vid, uint32_t len, int *ret);
+/*
+ * NEW_VDI (a create, a snapshot with snapshot = 1, a clone with base_vid):
+ * the result code or -errno (printed); *new_vid on success when not NULL
+ */
+int vdi_new(const char *name, uint64_t size, uint32_t base_vid, uint8_t copies, uint8_t copy_policy,
+	    uint8_t shift, uint32_t snapshot, uint32_t *new_vid);
+/* vdi_new's failure as a message ("failed to WHAT vdi NAME: ...") and an exit code */
+int vdi_new_err(const char *what, const char *name, int ret);
+/* DEL_VDI of the working VDI NAME of id vid: EXIT_OK, or an exit code after saying why */
+int vdi_del(const char *name, uint32_t vid);
 /* WRITE_OBJ of len bytes of the inode at offset */
 int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len);
+/* the names of the working VDIs, one a line (completion; errors go to stderr) */
+void vdi_print_names(void);
 /* a vid-sorted walk of every VDI in use; fn gets the full inode */
 int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg);
 
@@ -209,6 +274,9 @@ struct trace_buf {
 };
 /* a whole rendering in format @fmt of tracer @tracer (SD_TRACER_*, 0: the last started) */
 int trace_read_rendering(uint32_t fmt, uint32_t tracer, struct trace_buf *b);
+/* the same, each chunk to @sink as it comes (EXIT_OK or an exit code) */
+typedef int (*trace_sink_fn)(const char *data, size_t len, void *arg);
+int trace_read_stream(uint32_t fmt, uint32_t tracer, trace_sink_fn sink, void *arg);
 /* SD_TRACER_* of @name (NULL: 0), or -ENOENT */
 int trace_tracer_id(const char *name, uint32_t *id);
 int trace_stat(int argc, char **argv);
@@ -220,6 +288,10 @@ int vdi_write(int argc, char **argv);
 int vdi_list(int argc, char **argv);
 int vdi_tree(int argc, char **argv);
 int vdi_check(int argc, char **argv);
+int vdi_backup(int argc, char **argv);
+int vdi_restore(int argc, char **argv);
+int vdi_rollback(int argc, char **argv);
+int vdi_object(int argc, char **argv);
 
 /*
  * Draw folded stacks (the daemon's "folded" trace) as an SVG flame graph

@@ -1,13 +1,15 @@
 /*
  * collie: helpers shared by the command groups: one request per connection,
- * result codes to exit codes, time and size formatting.
+ * result codes to exit codes, time and size formatting, the progress bar.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 
 #include "collie.h"
 
@@ -177,4 +179,135 @@ int collie_write_stdout(const void *buf, size_t len)
 	if (ret != -EPIPE)
 		collie_err("failed to write to stdout: %s", strerror(-ret));
 	return EXIT_SYSFAIL;
+}
+
+void collie_print_escaped(const char *s)
+{
+	for (; *s; s++) {
+		if (isspace((unsigned char)*s) || *s == '\\')
+			putchar('\\');
+		putchar(*s);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* progress */
+
+/* the bar being drawn, if any: an error message ends its line first */
+static struct collie_progress *progress_active;
+
+static uint64_t progress_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* "12 MB", or "1234" objects */
+static void progress_amount(const struct collie_progress *p, uint64_t v, char *buf, size_t len)
+{
+	if (p->bytes)
+		sd_size_to_str(v, buf, len);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static void progress_draw(struct collie_progress *p, uint64_t now)
+{
+	char line[256], done[32], total[32], rate[32] = "", eta[32] = "", bar[64];
+	double sec = (double)(now - p->start_ns) / 1e9;
+	unsigned int width = 30, fill, pct;
+	int n;
+
+	progress_amount(p, p->done, done, sizeof(done));
+	if (sec > 0.2 && p->done) {
+		double per_s = (double)p->done / sec;
+
+		progress_amount(p, (uint64_t)per_s, rate, sizeof(rate));
+		snprintf(rate + strlen(rate), sizeof(rate) - strlen(rate), "/s");
+		if (p->total > p->done) {
+			uint64_t left = (uint64_t)((double)(p->total - p->done) / per_s);
+
+			snprintf(eta, sizeof(eta), "ETA %llu:%02llu",
+				 (unsigned long long)(left / 60), (unsigned long long)(left % 60));
+		}
+	}
+	if (p->total) {
+		uint64_t d = min_t(uint64_t, p->done, p->total);
+
+		pct = (unsigned int)(d * 100 / p->total);
+		fill = (unsigned int)(d * width / p->total);
+		memset(bar, '#', fill);
+		memset(bar + fill, '.', width - fill);
+		bar[width] = '\0';
+		progress_amount(p, p->total, total, sizeof(total));
+		n = snprintf(line, sizeof(line), "%s [%s] %3u%% %s / %s  %s  %s", p->label, bar,
+			     pct, done, total, rate, eta);
+	} else {
+		n = snprintf(line, sizeof(line), "%s %s  %s", p->label, done, rate);
+	}
+	if (n < 0)
+		return;
+	/* no wider than the terminal: a wrapped line could not be redrawn */
+	if (p->cols && (unsigned int)n >= p->cols)
+		line[p->cols - 1] = '\0';
+	fprintf(stderr, "\r%s\033[K", line);
+	fflush(stderr);
+	p->last_ns = now;
+	p->drawn = true;
+}
+
+void collie_progress_start(struct collie_progress *p, const char *label, uint64_t total, bool bytes)
+{
+	struct winsize ws;
+
+	memset(p, 0, sizeof(*p));
+	p->on = isatty(STDERR_FILENO);
+	p->label = label;
+	p->total = total;
+	p->bytes = bytes;
+	p->start_ns = progress_clock_ns();
+	if (p->on && !ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) && ws.ws_col)
+		p->cols = ws.ws_col;
+	if (p->on)
+		progress_active = p;
+}
+
+void collie_progress_update(struct collie_progress *p, uint64_t done)
+{
+	uint64_t now;
+
+	p->done = done;
+	if (!p->on)
+		return;
+	now = progress_clock_ns();
+	if (!p->drawn || now - p->last_ns >= 100000000ULL)
+		progress_draw(p, now);
+}
+
+void collie_progress_end(struct collie_progress *p)
+{
+	if (progress_active == p)
+		progress_active = NULL;
+	if (!p->on)
+		return;
+	progress_draw(p, progress_clock_ns());
+	fputc('\n', stderr);
+	p->on = false;
+}
+
+void collie_progress_interrupt(void)
+{
+	struct collie_progress *p = progress_active;
+
+	if (!p)
+		return;
+	/* the bar shows how far the work got, the message goes below it */
+	if (p->drawn) {
+		progress_draw(p, progress_clock_ns());
+		fputc('\n', stderr);
+	}
+	p->on = false;
+	progress_active = NULL;
 }

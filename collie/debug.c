@@ -8,21 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collie.h"
+#include "trace.h"
 
 #define TRACE_CHUNK (UINT32_C(1) << 20)
 
-#define TRACE_MAX_TRACERS 8
-
-/* the daemon's status: the summary, then one entry per tracer it has */
-struct trace_state {
-	struct sd_trace_status st;
-	struct sd_trace_tracer tracers[TRACE_MAX_TRACERS];
-	int nr_tracers;
-};
-
-/* TRACE_STATUS into @ts; the rsp's result (or -1 after a transport error) */
-static int get_state(struct trace_state *ts)
+int trace_get_state(struct trace_state *ts)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -54,7 +44,7 @@ static int unknown_tracer(const char *what, const char *name)
 	char list[TRACE_MAX_TRACERS * 34] = "";
 	size_t len = 0;
 
-	if (get_state(&ts) == SD_RES_SUCCESS)
+	if (trace_get_state(&ts) == SD_RES_SUCCESS)
 		for (int i = 0; i < ts.nr_tracers; i++)
 			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
 						i ? ", " : "", ts.tracers[i].name);
@@ -83,6 +73,9 @@ static int add_string(char **buf, size_t *len, const char *prefix, const char *s
 	return 0;
 }
 
+/* --vdi NAME's vid, resolved once before the start (on every node with --all) */
+static uint32_t start_vid;
+
 /* payload: the tracer name, then each pattern and option, each with its NUL */
 static char *start_payload(const char *tracer, size_t *lenp)
 {
@@ -106,6 +99,18 @@ static char *start_payload(const char *tracer, size_t *lenp)
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)opts.threshold_ns);
 		ret = add_string(&buf, &len, "threshold=", num);
 	}
+	if (!ret && opts.has_sample) {
+		snprintf(num, sizeof(num), "%u", opts.sample);
+		ret = add_string(&buf, &len, "sample=", num);
+	}
+	if (!ret && opts.vdi_name) {
+		snprintf(num, sizeof(num), "%u", start_vid);
+		ret = add_string(&buf, &len, "vdi=", num);
+	}
+	if (!ret && opts.has_slower) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)opts.slower_ns);
+		ret = add_string(&buf, &len, "slower=", num);
+	}
 	if (ret) {
 		free(buf);
 		return NULL;
@@ -114,17 +119,45 @@ static char *start_payload(const char *tracer, size_t *lenp)
 	return buf;
 }
 
-static int trace_start(int argc, char **argv)
+/*
+ * START refused for the rings' total: the daemon said what they would take
+ * in all (rsp.trace.total_length) and for how many threads (generation)
+ */
+static int start_too_big(const struct sd_rsp *rsp)
 {
-	const char *tracer = opts.tracer ? opts.tracer : "";
-	const char *name = tracer[0] ? tracer : "graph";
-	struct trace_state ts;
-	struct sd_req hdr;
-	struct sd_rsp rsp;
-	size_t len;
-	char *buf;
-	int ret;
+	uint64_t need = rsp->trace.total_length,
+		 nr = rsp->trace.generation ? rsp->trace.generation : 1;
+	uint64_t size = opts.has_buffer_size ? opts.buffer_size : 1ULL << 20, ring = 4096, fit;
+	char total[32], max[32], per[32];
 
+	while (ring < size)
+		ring <<= 1;
+	/* what the other tracers' rings hold, and what each thread may have besides */
+	fit = need > nr * ring ? need - nr * ring : 0;
+	fit = fit < SD_TRACE_MAX_TOTAL ? (SD_TRACE_MAX_TOTAL - fit) / nr : 0;
+	for (ring = 4096; ring * 2 + 4096 <= fit;)
+		ring <<= 1;
+	collie_fmt_size(need, total, sizeof(total));
+	collie_fmt_size(SD_TRACE_MAX_TOTAL, max, sizeof(max));
+	snprintf(per, sizeof(per), ring >= (1U << 20) ? "%lluM" : "%lluK",
+		 (unsigned long long)(ring >> (ring >= (1U << 20) ? 20 : 10)));
+	collie_err("failed to start the tracer: its rings on %llu threads would take %s with the "
+		   "other tracers' rings, over the total of %s for every ring%s%s",
+		   (unsigned long long)nr, total, max, fit >= 8192 ? "; --buffer-size " : "",
+		   fit >= 8192 ? per : "");
+	return EXIT_FAIL;
+}
+
+/* the options of start that the tracer named refuses: EXIT_USAGE after saying so */
+static int start_check_options(const char *name)
+{
+	if ((opts.has_sample || opts.vdi_name || opts.has_slower) && strcmp(name, "graph"))
+		return collie_usage_err(
+		    "--sample, --vdi and --slower-than are options of the graph "
+		    "tracer, not of '%s'",
+		    name);
+	if (opts.vdi && !opts.vdi_name)
+		return collie_usage_err("--vdi needs the name of a VDI");
 	if (opts.nr_graph_functions && strcmp(name, "graph"))
 		return collie_usage_err("--graph-function is an option of the graph tracer, not "
 					"of '%s'",
@@ -137,6 +170,20 @@ static int trace_start(int argc, char **argv)
 		return collie_usage_err("--threshold is an option of the graph and loop tracers, "
 					"not of '%s'",
 					name);
+	return EXIT_OK;
+}
+
+int trace_start_node(void)
+{
+	const char *tracer = opts.tracer ? opts.tracer : "";
+	const char *name = tracer[0] ? tracer : "graph";
+	struct trace_state ts;
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	size_t len;
+	char *buf;
+	int ret;
+
 	buf = start_payload(tracer, &len);
 	if (!buf) {
 		collie_err("out of memory");
@@ -156,8 +203,16 @@ static int trace_start(int argc, char **argv)
 		return EXIT_OK;
 	case SD_RES_NO_TRACER:
 		return unknown_tracer("failed to start the tracer", name);
+	case SD_RES_TRACE_TOO_BIG:
+		return start_too_big(&rsp);
+	case SD_RES_TRACE_NO_THREAD:
+		collie_err("failed to start the tracer: no thread of the daemon is of kind '%s' "
+			   "(main, or the first word of a thread's name: io, peer, cluster, fetch, "
+			   "trace, nbd, ...)",
+			   opts.thread);
+		return EXIT_FAIL;
 	case SD_RES_TRACE_BUSY:
-		if (get_state(&ts) == SD_RES_SUCCESS && find_tracer(&ts, name)) {
+		if (trace_get_state(&ts) == SD_RES_SUCCESS && find_tracer(&ts, name)) {
 			char since[32];
 
 			fmt_since(find_tracer(&ts, name)->since, since, sizeof(since));
@@ -171,7 +226,22 @@ static int trace_start(int argc, char **argv)
 	return collie_exit_code((int)rsp.result);
 }
 
-static int trace_stop(int argc, char **argv)
+static int trace_start(int argc, char **argv)
+{
+	const char *name = opts.tracer && opts.tracer[0] ? opts.tracer : "graph";
+	int ret = start_check_options(name);
+
+	if (ret)
+		return ret;
+	if (opts.vdi_name) {
+		ret = vdi_lookup(opts.vdi_name, NULL, &start_vid);
+		if (ret)
+			return ret;
+	}
+	return opts.all ? trace_start_all() : trace_start_node();
+}
+
+int trace_stop_node(void)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -200,7 +270,12 @@ static int trace_stop(int argc, char **argv)
 	return collie_exit_code((int)rsp.result);
 }
 
-static const char *state_str(uint32_t state)
+static int trace_stop(int argc, char **argv)
+{
+	return opts.all ? trace_stop_all() : trace_stop_node();
+}
+
+const char *trace_state_str(uint32_t state)
 {
 	switch (state) {
 	case SD_TRACE_STATE_OFF:
@@ -249,7 +324,7 @@ static void print_tracers(const struct trace_state *ts)
 
 		fmt_since(t->since, since, sizeof(since));
 		fmt_lost(t->nr_lost, t->nr_records, lost, sizeof(lost));
-		printf("  %-10s %-6s %9u %7u %12llu  %-8s %s\n", t->name, state_str(t->state),
+		printf("  %-10s %-6s %9u %7u %12llu  %-8s %s\n", t->name, trace_state_str(t->state),
 		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records, since,
 		       lost);
 	}
@@ -272,14 +347,14 @@ static int status_one(const struct trace_state *ts, const char *name)
 	fmt_since(t->since, since, sizeof(since));
 	collie_fmt_size(t->buffer_size, size, sizeof(size));
 	if (opts.raw) {
-		printf("%s %s %u %u %llu %llu %s %llu\n", t->name, state_str(t->state),
+		printf("%s %s %u %u %llu %llu %s %llu\n", t->name, trace_state_str(t->state),
 		       t->nr_sites_patched, t->nr_threads, (unsigned long long)t->nr_records,
 		       (unsigned long long)t->nr_lost, size, (unsigned long long)t->since);
 		return EXIT_OK;
 	}
 	fmt_lost(t->nr_lost, t->nr_records, lost, sizeof(lost));
 	printf("Tracer:          %s\n", t->name);
-	printf("State:           %s\n", state_str(t->state));
+	printf("State:           %s\n", trace_state_str(t->state));
 	printf("Functions:       %u\n", t->nr_sites_patched);
 	printf("Threads:         %u\n", t->nr_threads);
 	printf("Records:         %llu\n", (unsigned long long)t->nr_records);
@@ -294,10 +369,12 @@ static int trace_status(int argc, char **argv)
 {
 	struct trace_state ts;
 	struct sd_trace_status *st = &ts.st;
-	char tracer[sizeof(st->tracer) + 1], size[32], lost[96];
+	char tracer[sizeof(st->tracer) + 1], size[32], lost[96], max[32];
 	int ret;
 
-	ret = get_state(&ts);
+	if (opts.all)
+		return trace_status_all();
+	ret = trace_get_state(&ts);
 	if (ret < 0)
 		return EXIT_SYSFAIL;
 	if (ret != SD_RES_SUCCESS) {
@@ -312,7 +389,7 @@ static int trace_status(int argc, char **argv)
 		strcpy(tracer, "-");
 	collie_fmt_size(st->buffer_size, size, sizeof(size));
 	if (opts.raw) {
-		printf("%s %s %u %u %u %llu %llu %s %u\n", tracer, state_str(st->state),
+		printf("%s %s %u %u %u %llu %llu %s %u\n", tracer, trace_state_str(st->state),
 		       st->nr_sites_patched, st->nr_sites_total, st->nr_threads,
 		       (unsigned long long)st->nr_events, (unsigned long long)st->nr_lost, size,
 		       st->depth);
@@ -320,7 +397,7 @@ static int trace_status(int argc, char **argv)
 	}
 	fmt_lost(st->nr_lost, st->nr_events, lost, sizeof(lost));
 	printf("Tracer:          %s\n", tracer);
-	printf("State:           %s\n", state_str(st->state));
+	printf("State:           %s\n", trace_state_str(st->state));
 	printf("Sites patched:   %u / %u\n", st->nr_sites_patched, st->nr_sites_total);
 	printf("Threads:         %u\n", st->nr_threads);
 	printf("Events recorded: %llu\n", (unsigned long long)st->nr_events);
@@ -328,6 +405,11 @@ static int trace_status(int argc, char **argv)
 	print_untraced("Untraced:        ", st->nr_untraced);
 	printf("Buffer size:     %s\n", size);
 	printf("Depth:           %u\n", st->depth);
+	collie_fmt_size(st->mem_bytes, size, sizeof(size));
+	collie_fmt_size(st->mem_max, max, sizeof(max));
+	printf("Memory:          %s of %s (every tracer's rings: kept for reading until that "
+	       "tracer starts again)\n",
+	       size, max);
 	if (ts.nr_tracers)
 		print_tracers(&ts);
 	return EXIT_OK;
@@ -336,22 +418,21 @@ static int trace_status(int argc, char **argv)
 static int parse_format(uint32_t *fmt)
 {
 	static const char *const names[] = {
-		[SD_TRACE_FMT_GRAPH] = "graph",
-		[SD_TRACE_FMT_FOLDED] = "folded",
-		[SD_TRACE_FMT_CHROME] = "chrome",
-		[SD_TRACE_FMT_CSV] = "csv",
+		[SD_TRACE_FMT_GRAPH] = "graph",	  [SD_TRACE_FMT_FOLDED] = "folded",
+		[SD_TRACE_FMT_CHROME] = "chrome", [SD_TRACE_FMT_CSV] = "csv",
+		[SD_TRACE_FMT_PROFILE] = NULL,	  [SD_TRACE_FMT_EVENTS] = "events",
 	};
 
 	*fmt = SD_TRACE_FMT_GRAPH;
 	if (!opts.format)
 		return EXIT_OK;
 	for (uint32_t i = 0; i < ARRAY_SIZE(names); i++) {
-		if (!strcmp(opts.format, names[i])) {
+		if (names[i] && !strcmp(opts.format, names[i])) {
 			*fmt = i;
 			return EXIT_OK;
 		}
 	}
-	return collie_usage_err("unknown format '%s' (graph, folded, chrome, csv or svg)",
+	return collie_usage_err("unknown format '%s' (graph, folded, chrome, csv, svg or events)",
 				opts.format);
 }
 
@@ -370,66 +451,95 @@ static int buf_reserve(struct trace_buf *b, uint64_t cap)
 }
 
 /*
- * Read a whole rendering. The daemon renders a snapshot when offset is 0;
- * if its generation changes under us (another reader started over, maybe
- * in another format, which the daemon answers with INVALID_PARMS) we start
- * over once, then give up. Nothing reaches stdout until the rendering is
- * complete.
+ * Read a rendering as the daemon makes it, chunk after chunk, each given
+ * to @sink (which returns EXIT_OK or an exit code): READ at offset 0
+ * starts it, later READs name it by its generation; the answer that ends
+ * it says its size (internal_proto.h). Neither side holds the whole of it.
  */
-int trace_read_rendering(uint32_t fmt, uint32_t tracer, struct trace_buf *b)
+int trace_read_stream(uint32_t fmt, uint32_t tracer, trace_sink_fn sink, void *arg)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
-	uint64_t gen = 0, total = 0;
-	int restarts = 0;
+	uint64_t gen = 0, off = 0;
+	char *chunk = malloc(TRACE_CHUNK);
+	int ret = EXIT_OK;
 
-	for (b->len = 0;;) {
-		bool changed;
-
-		if (buf_reserve(b, b->len + TRACE_CHUNK)) {
-			collie_err("out of memory");
-			return EXIT_SYSFAIL;
-		}
+	if (!chunk) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	for (;;) {
 		collie_init_req(&hdr, SD_OP_TRACE_READ);
 		hdr.data_length = TRACE_CHUNK;
 		hdr.trace.format = fmt;
 		hdr.trace.tracer_flags = tracer;
-		hdr.trace.offset = b->len;
-		if (collie_exec(&hdr, b->data + b->len, 0, TRACE_CHUNK, &rsp))
-			return EXIT_SYSFAIL;
-		changed = b->len && (rsp.result == SD_RES_INVALID_PARMS ||
-				     (rsp.result == SD_RES_SUCCESS && rsp.trace.generation != gen));
-		if (!changed && rsp.result != SD_RES_SUCCESS) {
-			if (rsp.result == SD_RES_INVALID_PARMS && !b->len)
-				collie_err("failed to read the trace: that tracer has no such "
-					   "format");
+		hdr.trace.offset = off;
+		hdr.trace.buffer_size = gen;
+		if (collie_exec(&hdr, chunk, 0, TRACE_CHUNK, &rsp)) {
+			ret = EXIT_SYSFAIL;
+			break;
+		}
+		if (rsp.result != SD_RES_SUCCESS) {
+			if (rsp.result == SD_RES_INVALID_PARMS && !off)
+				collie_err(
+				    "failed to read the trace: that tracer has no such format");
+			else if (rsp.result == SD_RES_INVALID_PARMS)
+				collie_err(
+				    "failed to read the trace: its rendering ended after %llu "
+				    "bytes (a start, or two other readers at once)",
+				    (unsigned long long)off);
 			else
 				collie_err("failed to read the trace: %s",
 					   sd_strerror((int)rsp.result));
-			return collie_exit_code((int)rsp.result);
+			ret = collie_exit_code((int)rsp.result);
+			break;
 		}
-		if (changed) {
-			if (restarts++) {
-				collie_err("failed to read the trace: it changed twice while "
-					   "being read");
-				return EXIT_FAIL;
-			}
-			b->len = 0;
-			continue;
+		gen = rsp.trace.generation;
+		rsp.data_length = min_t(uint32_t, rsp.data_length, TRACE_CHUNK);
+		if (rsp.data_length) {
+			ret = sink(chunk, rsp.data_length, arg);
+			if (ret)
+				break;
 		}
-		if (b->len == 0) {
-			gen = rsp.trace.generation;
-			total = rsp.trace.total_length;
-		}
-		b->len += min_t(uint32_t, rsp.data_length, TRACE_CHUNK);
-		if (b->len >= total)
-			return EXIT_OK;
-		if (rsp.data_length == 0) {
-			collie_err("failed to read the trace: the daemon sent %llu of %llu bytes",
-				   (unsigned long long)b->len, (unsigned long long)total);
-			return EXIT_FAIL;
+		off += rsp.data_length;
+		if (off >= rsp.trace.total_length)
+			break;
+		if (!rsp.data_length) {
+			collie_err(
+			    "failed to read the trace: the daemon sent %llu bytes and no end",
+			    (unsigned long long)off);
+			ret = EXIT_FAIL;
+			break;
 		}
 	}
+	free(chunk);
+	return ret;
+}
+
+static int sink_buf(const char *data, size_t len, void *arg)
+{
+	struct trace_buf *b = arg;
+
+	/* (reserving len + 1 > 0 bytes leaves data set: said for gcc -fanalyzer) */
+	if (buf_reserve(b, b->len + len + 1) || !b->data) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	return EXIT_OK;
+}
+
+/* the whole of a rendering in @b (small ones: the profile's table, folded stacks) */
+int trace_read_rendering(uint32_t fmt, uint32_t tracer, struct trace_buf *b)
+{
+	b->len = 0;
+	return trace_read_stream(fmt, tracer, sink_buf, b);
+}
+
+static int sink_stdout(const char *data, size_t len, void *arg)
+{
+	return collie_write_stdout(data, len);
 }
 
 /* ---- cat --follow ---- */
@@ -620,7 +730,7 @@ static void warn_lost(const char *name)
 	const struct sd_trace_tracer *t;
 	char lost[96];
 
-	if (get_state(&ts) != SD_RES_SUCCESS)
+	if (trace_get_state(&ts) != SD_RES_SUCCESS)
 		return;
 	t = find_tracer(&ts, name ? name : ts.st.tracer);
 	if (!t || !t->nr_lost || !strcmp(t->name, "profile"))
@@ -647,7 +757,6 @@ static int trace_cat_svg(void)
 
 static int trace_cat(int argc, char **argv)
 {
-	struct trace_buf b = { NULL, 0, 0 };
 	uint32_t fmt, id;
 	int ret;
 
@@ -662,10 +771,12 @@ static int trace_cat(int argc, char **argv)
 		return unknown_tracer("failed to read the trace", opts.tracer);
 	if (opts.follow)
 		return trace_follow(fmt, id);
-	ret = trace_read_rendering(fmt, id, &b);
-	if (!ret)
-		ret = collie_write_stdout(b.data, b.len);
-	free(b.data);
+	if (opts.all) {
+		if (id && id != SD_TRACER_GRAPH)
+			return collie_usage_err("--all merges the graph tracer's records");
+		return trace_cat_all(fmt);
+	}
+	ret = trace_read_stream(fmt, id, sink_stdout, NULL);
 	if (!ret)
 		warn_lost(opts.tracer);
 	return ret;
@@ -674,25 +785,41 @@ static int trace_cat(int argc, char **argv)
 static const struct subcommand trace_cmds[] = {
 	{ "start", "",
 	  OPT_TRACER | OPT_FUNCTION | OPT_NOTRACE | OPT_GRAPH_FUNCTION | OPT_THRESHOLD |
-	      OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE | OPT_MAIN_ONLY | OPT_WORKER_ONLY,
-	  "patch the call sites and start a tracer", trace_start, NULL, 0, 0,
+	      OPT_THREAD | OPT_DEPTH | OPT_BUFFER_SIZE | OPT_MAIN_ONLY | OPT_WORKER_ONLY | OPT_ALL |
+	      OPT_SAMPLE | OPT_VDI | OPT_SLOWER_THAN,
+	  "patch the call sites and start a tracer (--all: on every node)", trace_start, NULL, 0, 0,
 	  "  collie debug trace start --function 'gateway_*' --notrace 'gateway_io_*'\n"
 	  "  collie debug trace start --tracer profile --function 'plain_*'\n"
 	  "  collie debug trace start --threshold 2ms --thread io\n"
 	  "  collie debug trace start --tracer loop --threshold 5ms\n"
-	  "  collie debug trace start --tracer thread --worker-only 'plain_*'\n" },
-	{ "stop", "", OPT_TRACER,
+	  "  collie debug trace start --tracer thread --worker-only 'plain_*'\n"
+	  "  collie debug trace start --all --sample 100 --vdi vm1 --slower-than 10ms\n",
+	  "With --sample, --vdi or --slower-than the graph tracer records only the client\n"
+	  "requests it chooses at their gateway, on every node they reach; the calls made for\n"
+	  "other requests cost a test of a thread-local flag.\n" },
+	{ "stop", "", OPT_TRACER | OPT_ALL,
 	  "stop one tracer or all, and put the NOPs back (the buffers stay readable)", trace_stop,
-	  NULL, 0, 0, "  collie debug trace stop\n  collie debug trace stop --tracer profile\n" },
-	{ "status", "", OPT_RAW | OPT_TRACER, "show the state and counters, one line per tracer",
-	  trace_status, NULL, 0, 0,
-	  "  collie debug trace status\n  collie debug trace status --tracer graph -r\n" },
-	{ "cat", "", OPT_FORMAT | OPT_TRACER | OPT_FOLLOW | OPT_TITLE,
-	  "write what was traced to stdout", trace_cat, NULL, 0, 0,
+	  NULL, 0, 0,
+	  "  collie debug trace stop\n  collie debug trace stop --tracer profile\n"
+	  "  collie debug trace stop --all\n" },
+	{ "status", "", OPT_RAW | OPT_TRACER | OPT_ALL,
+	  "show the state and counters, one line per tracer (--all: per node)", trace_status, NULL,
+	  0, 0,
+	  "  collie debug trace status\n  collie debug trace status --tracer graph -r\n"
+	  "  collie debug trace status --all\n" },
+	{ "cat", "", OPT_FORMAT | OPT_TRACER | OPT_FOLLOW | OPT_TITLE | OPT_ALL,
+	  "write what was traced to stdout (--all: every node's, merged)", trace_cat, NULL, 0, 0,
 	  "  collie debug trace cat > trace.txt\n"
 	  "  collie debug trace cat --format svg --title 'gateway writes' > flame.svg\n"
 	  "  collie debug trace cat --format folded > stacks.folded\n"
-	  "  collie debug trace cat --follow --format csv\n" },
+	  "  collie debug trace cat --follow --format csv\n"
+	  "  collie debug trace cat --all --format chrome > cluster.json\n"
+	  "  collie debug trace cat --all --format graph\n" },
+	{ "slow", "", OPT_ALL | OPT_TOP | OPT_OP | OPT_REQUEST,
+	  "the slowest requests traced, and where their time went per node", trace_slow, NULL, 0, 0,
+	  "  collie debug trace slow --all --top 5\n"
+	  "  collie debug trace slow --all --op write_obj\n"
+	  "  collie debug trace slow --all --request 3fa2c1000000002a\n" },
 	{ "stat", "", OPT_SORT | OPT_TOP | OPT_CSV,
 	  "the profile tracer's table: calls, total, self, avg, min, max per function", trace_stat,
 	  NULL, 0, 0,
@@ -704,7 +831,7 @@ static const struct subcommand trace_cmds[] = {
 };
 
 const struct subcommand debug_cmds[] = {
-	{ "trace", "start|stop|status|cat|stat|hist", 0, "drive the function tracer", NULL,
+	{ "trace", "start|stop|status|cat|slow|stat|hist", 0, "drive the function tracer", NULL,
 	  trace_cmds, 0, 0, NULL },
 	{ NULL },
 };

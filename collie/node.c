@@ -1,11 +1,13 @@
 /*
- * collie node: list, info, recovery.
+ * collie node: list, info, recovery, log level, kill (stat in node_stat.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collie.h"
+#include "logger.h"
 
 /* GET_NODE_LIST into a new array: EXIT_OK or an exit code */
 int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
@@ -75,6 +77,8 @@ static int node_list(int argc, char **argv)
 		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
 		if (opts.raw)
 			printf("%u %s %u %u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
+		else if (nodes[i].flags & SD_NODE_GATEWAY) /* stores nothing */
+			printf("%4u   %-24s %7s %6u\n", i, addr, "gateway", nodes[i].zone);
 		else
 			printf("%4u   %-24s %7u %6u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
 	}
@@ -157,45 +161,235 @@ static const char *recovery_state(uint32_t state)
 	}
 }
 
-static int node_recovery(int argc, char **argv)
+/* a node's recovery, as it answered */
+struct recovery_row {
+	struct sd_recovery_info info;
+	bool answered; /* false: the failure was said on stderr */
+};
+
+/* every node's recovery into rows[] */
+static int recovery_fetch(const struct sd_node *nodes, uint32_t nr, struct recovery_row *rows)
 {
-	struct sd_node *nodes;
-	uint32_t nr, local_idx;
-	char addr[64];
 	int ret, failed = EXIT_OK;
 
-	ret = node_get_list(&nodes, &nr, &local_idx);
-	if (ret)
-		return ret;
+	for (uint32_t i = 0; i < nr; i++) {
+		ret = node_exec(&nodes[i], i, SD_OP_STAT_RECOVERY, &rows[i].info,
+				sizeof(rows[i].info), "recovery");
+		rows[i].answered = !ret;
+		if (ret)
+			failed = ret;
+	}
+	return failed;
+}
+
+static void recovery_print(const struct sd_node *nodes, uint32_t nr,
+			   const struct recovery_row *rows)
+{
+	char addr[64];
+
 	if (!opts.raw)
 		printf("  Id   Host:Port                Epoch  State      Fetched    Total   Failed"
 		       "  Removed\n");
 	for (uint32_t i = 0; i < nr; i++) {
-		struct sd_recovery_info info;
+		const struct sd_recovery_info *info = &rows[i].info;
 
-		ret = node_exec(&nodes[i], i, SD_OP_STAT_RECOVERY, &info, sizeof(info),
-				"recovery");
-		if (ret) {
-			failed = ret;
+		if (!rows[i].answered)
 			continue;
-		}
 		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
 		if (opts.raw)
-			printf("%u %s %u %s %llu %llu %llu %llu\n", i, addr, info.epoch,
-			       recovery_state(info.state), (unsigned long long)info.nr_done,
-			       (unsigned long long)info.nr_total,
-			       (unsigned long long)info.nr_failed,
-			       (unsigned long long)info.nr_removed);
+			printf("%u %s %u %s %llu %llu %llu %llu\n", i, addr, info->epoch,
+			       recovery_state(info->state), (unsigned long long)info->nr_done,
+			       (unsigned long long)info->nr_total,
+			       (unsigned long long)info->nr_failed,
+			       (unsigned long long)info->nr_removed);
 		else
-			printf("%4u   %-24s %5u  %-8s %9llu %8llu %8llu %8llu\n", i, addr,
-			       info.epoch, recovery_state(info.state),
-			       (unsigned long long)info.nr_done, (unsigned long long)info.nr_total,
-			       (unsigned long long)info.nr_failed,
-			       (unsigned long long)info.nr_removed);
+			printf(
+			    "%4u   %-24s %5u  %-8s %9llu %8llu %8llu %8llu\n", i, addr, info->epoch,
+			    recovery_state(info->state), (unsigned long long)info->nr_done,
+			    (unsigned long long)info->nr_total, (unsigned long long)info->nr_failed,
+			    (unsigned long long)info->nr_removed);
 	}
+}
+
+/* done: every node answered, on one epoch, with its recovery done */
+static bool recovery_done(const struct recovery_row *rows, uint32_t nr, uint64_t *fetched,
+			  uint64_t *total)
+{
+	bool done = true;
+
+	*fetched = *total = 0;
+	for (uint32_t i = 0; i < nr; i++) {
+		*fetched += rows[i].info.nr_done;
+		*total += rows[i].info.nr_total;
+		if (!rows[i].answered || rows[i].info.state != SD_RECOVERY_DONE ||
+		    rows[i].info.epoch != rows[0].info.epoch)
+			done = false;
+	}
+	return done;
+}
+
+/*
+ * -w SECONDS: check every SECONDS until every node's recovery is done,
+ * with a progress bar (objects fetched, all nodes) on a terminal; -n N
+ * checks at most. EXIT_OK once done, EXIT_FAIL when N checks did not see it.
+ */
+static int recovery_wait(struct sd_node **nodes, uint32_t *nr, struct recovery_row **rows)
+{
+	struct collie_progress progress;
+	uint64_t fetched, total;
+	uint32_t local_idx;
+	int ret = EXIT_OK;
+
+	collie_progress_start(&progress, "recovery", 0, false);
+	for (uint32_t n = 1;; n++) {
+		bool done = recovery_done(*rows, *nr, &fetched, &total);
+
+		progress.total = total;
+		collie_progress_update(&progress, fetched);
+		if (done)
+			break;
+		if (opts.count && n >= opts.count) {
+			collie_progress_end(&progress);
+			collie_err("recovery not done after %u checks", n);
+			return EXIT_FAIL;
+		}
+		sleep(opts.watch);
+		/* the membership may have changed meanwhile */
+		free(*nodes);
+		free(*rows);
+		*rows = NULL;
+		ret = node_get_list(nodes, nr, &local_idx);
+		if (ret)
+			break;
+		*rows = calloc(*nr ? *nr : 1, sizeof(**rows));
+		if (!*rows) {
+			collie_err("out of memory");
+			ret = EXIT_SYSFAIL;
+			break;
+		}
+		recovery_fetch(*nodes, *nr, *rows);
+	}
+	collie_progress_end(&progress);
+	return ret;
+}
+
+static int node_recovery(int argc, char **argv)
+{
+	struct sd_node *nodes;
+	struct recovery_row *rows;
+	uint32_t nr, local_idx;
+	int ret, failed;
+
+	ret = node_get_list(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	rows = calloc(nr ? nr : 1, sizeof(*rows));
+	if (!rows) {
+		free(nodes);
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	failed = recovery_fetch(nodes, nr, rows);
+	if (opts.watch) {
+		failed = recovery_wait(&nodes, &nr, &rows);
+		if (failed == EXIT_OK)
+			failed = recovery_fetch(nodes, nr, rows);
+	}
+	if (rows)
+		recovery_print(nodes, nr, rows);
+	free(rows);
 	free(nodes);
 	return failed;
 }
+
+static const char node_recovery_help[] =
+    "With -w SECONDS: wait until every node has recovered (one epoch, state\n"
+    "done), checking every SECONDS, with a progress bar of the objects fetched\n"
+    "on a terminal; then print the table. -n N: give up after N checks (exit 1).\n";
+
+static const char *const log_level_names[] = {
+	"emerg", "alert", "crit", "error", "warn", "notice", "info", "debug",
+};
+
+/* node log level [LEVEL]: the level of the node collie talks to, set first with LEVEL */
+static int node_log_level(int argc, char **argv)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint32_t level = 0;
+	int lv, ret;
+
+	collie_init_req(&hdr, SD_OP_LOG_LEVEL);
+	hdr.data_length = sizeof(level);
+	if (argc) {
+		lv = sd_log_parse_level(argv[0]);
+		if (lv < 0)
+			return collie_usage_err(
+			    "invalid log level '%s' (emerg, alert, crit, error, "
+			    "warn, notice, info, debug, or 0-7)",
+			    argv[0]);
+		level = (uint32_t)lv;
+		hdr.flags |= SD_FLAG_CMD_WRITE;
+	}
+	ret = collie_run(argc ? "failed to set the log level" : "failed to get the log level", &hdr,
+			 &level, argc ? sizeof(level) : 0, sizeof(level), &rsp);
+	if (ret)
+		return ret;
+	if (rsp.data_length < sizeof(level) || level >= ARRAY_SIZE(log_level_names)) {
+		collie_err("the daemon answered no log level");
+		return EXIT_FAIL;
+	}
+	printf("%s\n", log_level_names[level]);
+	return EXIT_OK;
+}
+
+/* node kill ID: node ID stops cleanly and leaves; the others recover without it */
+static int node_kill(int argc, char **argv)
+{
+	struct sd_node *nodes;
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint32_t nr, local_idx;
+	uint64_t id;
+	char host[64], addr[64];
+	int ret;
+
+	ret = node_get_list(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	if (sd_parse_uint(argv[0], 0, nr ? nr - 1 : 0, &id) || !nr) {
+		ret = collie_usage_err("no node '%s' (the cluster has %u: ids 0-%u, see 'collie "
+				       "node list')",
+				       argv[0], nr, nr ? nr - 1 : 0);
+		goto out_free;
+	}
+	collie_node_host(&nodes[id], host, sizeof(host));
+	sd_addr_to_str(nodes[id].nid.addr, nodes[id].nid.port, addr, sizeof(addr));
+	collie_init_req(&hdr, SD_OP_KILL_NODE);
+	if (collie_exec_at(host, nodes[id].nid.port, &hdr, NULL, 0, 0, &rsp)) {
+		ret = EXIT_SYSFAIL;
+		goto out_free;
+	}
+	if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to stop node %u (%s): %s", (unsigned int)id, addr,
+			   sd_strerror((int)rsp.result));
+		ret = collie_exit_code((int)rsp.result);
+		goto out_free;
+	}
+	printf("node %u (%s) is leaving; the others recover its objects "
+	       "(collie node recovery -w 1)\n",
+	       (unsigned int)id, addr);
+	ret = EXIT_OK;
+out_free:
+	free(nodes);
+	return ret;
+}
+
+static const struct subcommand node_log_cmds[] = {
+	{ "level", "[LEVEL]", 0, "show the log level of the node collie talks to, or set it (live)",
+	  node_log_level, NULL, 0, 1, "  collie node log level debug -p 7001\n" },
+	{ NULL },
+};
 
 static const char node_stat_help[] =
 	"Columns, per op and for the TOTAL row (since the daemon's start, or over\n"
@@ -215,11 +409,18 @@ static const char node_stat_help[] =
 
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
-	{ "info", "", OPT_RAW, "show each node's store: size (used + avail), used, avail", node_info, NULL, 0, 0 },
-	{ "recovery", "", OPT_RAW, "show each node's recovery: epoch, state, objects fetched",
-	  node_recovery, NULL, 0, 0 },
+	{ "info", "", OPT_RAW, "show each node's store: size (used + avail), used, avail",
+	  node_info, NULL, 0, 0 },
+	{ "recovery", "", OPT_RAW | OPT_WATCH | OPT_COUNT,
+	  "show each node's recovery: epoch, state, objects fetched", node_recovery, NULL, 0, 0,
+	  NULL, node_recovery_help },
+	{ "log", "level", 0, "the log level of a node", NULL, node_log_cmds },
+	{ "md", "info|plug|unplug", 0, "the disks of a node (sheep --disk): show, add, remove",
+	  NULL, node_md_cmds },
+	{ "kill", "ID", 0, "stop node ID cleanly: it leaves, the others recover its objects",
+	  node_kill, NULL, 1, 1 },
 	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
-	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util",
-	  node_stat, NULL, 0, 0, NULL, node_stat_help },
+	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util", node_stat,
+	  NULL, 0, 0, NULL, node_stat_help },
 	{ NULL },
 };

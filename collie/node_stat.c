@@ -205,6 +205,39 @@ static int cmp_vdi(const void *a, const void *b)
 	return x->vid < y->vid ? -1 : x->vid > y->vid;
 }
 
+/* the names of the VDIs shown, read once per vid (a deleted one: none) */
+#define NAME_CACHE 64
+static struct {
+	uint32_t vid;
+	char name[SD_MAX_VDI_LEN + 16];
+} name_cache[NAME_CACHE];
+static unsigned int nr_names;
+
+/* "alice", "alice@2" for a snapshot, or "" when the inode cannot be read */
+static const char *vdi_name(uint32_t vid)
+{
+	static struct sd_inode_header h;
+	unsigned int slot;
+
+	for (unsigned int i = 0; i < min_t(unsigned int, nr_names, NAME_CACHE); i++)
+		if (name_cache[i].vid == vid)
+			return name_cache[i].name;
+	slot = nr_names++ % NAME_CACHE;
+	name_cache[slot].vid = vid;
+	name_cache[slot].name[0] = '\0';
+	memset(&h, 0, sizeof(h));
+	if (vdi_read_inode(vid, (struct sd_inode *)&h, SD_INODE_HEADER_SIZE) == EXIT_OK &&
+	    h.vdi_id == vid) {
+		if (h.snap_ctime)
+			snprintf(name_cache[slot].name, sizeof(name_cache[slot].name), "%.*s@%u",
+				 SD_MAX_VDI_LEN, h.name, h.snap_id);
+		else
+			snprintf(name_cache[slot].name, sizeof(name_cache[slot].name), "%.*s",
+				 SD_MAX_VDI_LEN, h.name);
+	}
+	return name_cache[slot].name;
+}
+
 static void print_vdis(const struct target *t, bool all)
 {
 	const struct snap *cur = t->cur, *prev = t->prev;
@@ -225,6 +258,7 @@ static void print_vdis(const struct target *t, bool all)
 	for (uint32_t i = 0; i < n && i < TOP_VDIS; i++) {
 		uint64_t nr = v[i].nr_reads + v[i].nr_writes;
 		double await = nr ? v[i].await_ns / 1000.0 / nr : 0;
+		const char *name;
 		char vid[16];
 
 		if (!nr)
@@ -233,16 +267,24 @@ static void print_vdis(const struct target *t, bool all)
 			snprintf(vid, sizeof(vid), "%06x", v[i].vid);
 		else
 			snprintf(vid, sizeof(vid), "other");
+		name = v[i].vid ? vdi_name(v[i].vid) : "";
 		if (opts.raw) {
-			printf("%s%s%s %llu %llu %llu %.1f\n", all ? t->label : "", all ? " " : "",
+			/* the name last, escaped: the columns before it stay as they were */
+			printf("%s%s%s %llu %llu %llu %.1f ", all ? t->label : "", all ? " " : "",
 			       vid, (unsigned long long)v[i].nr_reads,
 			       (unsigned long long)v[i].nr_writes, (unsigned long long)v[i].bytes,
 			       await);
+			collie_print_escaped(*name ? name : "-");
+			putchar('\n');
 			continue;
 		}
 		if (all)
 			printf("%-5s ", t->label);
-		printf("%-8s %10llu %10llu %10.2f %10.1f\n", vid, (unsigned long long)v[i].nr_reads,
+		printf("%-20s %-6s %10llu %10llu %10.2f %10.1f\n",
+		       *name	  ? name
+		       : v[i].vid ? "(deleted)"
+				  : "(no vdi)",
+		       v[i].vid ? vid : "-", (unsigned long long)v[i].nr_reads,
 		       (unsigned long long)v[i].nr_writes, v[i].bytes / 1048576.0, await);
 	}
 }
@@ -336,7 +378,8 @@ static int report(struct target *targets, int nr)
 	} else if (opts.vdi && !opts.raw) {
 		if (all)
 			printf("%-5s ", "node");
-		printf("%-8s %10s %10s %10s %10s\n", "vdi", "reads", "writes", "MB", "await(us)");
+		printf("%-20s %-6s %10s %10s %10s %10s\n", "vdi", "vid", "reads", "writes", "MB",
+		       "await(us)");
 	} else if (!opts.queues && !opts.vdi) {
 		print_header(all);
 	}
@@ -425,6 +468,8 @@ int node_stat(int argc, char **argv)
 		return collie_usage_err("-n needs -w");
 	if (!!opts.hist + opts.queues + opts.vdi > 1)
 		return collie_usage_err("--hist, --queues and --vdi go one at a time");
+	if (opts.vdi_name)
+		return collie_usage_err("--vdi takes no name here: it shows the busiest VDIs");
 	ret = make_targets(&targets, &nr);
 	if (ret)
 		return ret;

@@ -57,7 +57,7 @@ static int parse_snap(const char *snap, uint32_t *snapid, const char **tag)
 }
 
 /* GET_VDI_INFO: the result code, or -errno (printed) */
-static int get_vdi_info(const char *name, uint32_t snapid, const char *tag, uint32_t *vid)
+int vdi_get_info(const char *name, uint32_t snapid, const char *tag, uint32_t *vid)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -96,7 +96,7 @@ int vdi_lookup(const char *name, const char *snap, uint32_t *vid)
 	ret = parse_snap(snap, &snapid, &tag);
 	if (ret)
 		return ret;
-	ret = get_vdi_info(name, snapid, tag, vid);
+	ret = vdi_get_info(name, snapid, tag, vid);
 	if (ret < 0)
 		return EXIT_SYSFAIL;
 	if (ret == SD_RES_NO_VDI || ret == SD_RES_NO_TAG) {
@@ -166,8 +166,8 @@ int vdi_write_inode(const struct sd_inode *inode, uint32_t offset, uint32_t len)
 }
 
 /* NEW_VDI: the result code or -errno; *new_vid on success */
-static int new_vdi(const char *name, uint64_t size, uint32_t base_vid, uint8_t copies,
-		   uint8_t copy_policy, uint8_t shift, uint32_t snapshot, uint32_t *new_vid)
+int vdi_new(const char *name, uint64_t size, uint32_t base_vid, uint8_t copies, uint8_t copy_policy,
+	    uint8_t shift, uint32_t snapshot, uint32_t *new_vid)
 {
 	struct sd_req hdr;
 	struct sd_rsp rsp;
@@ -193,7 +193,7 @@ static int new_vdi(const char *name, uint64_t size, uint32_t base_vid, uint8_t c
 	return (int)rsp.result;
 }
 
-static int new_vdi_err(const char *what, const char *name, int ret)
+int vdi_new_err(const char *what, const char *name, int ret)
 {
 	if (ret < 0)
 		return EXIT_SYSFAIL;
@@ -245,9 +245,11 @@ static int vdi_create(int argc, char **argv)
 		sd_size_to_str(max, maxs, sizeof(maxs));
 		return collie_usage_err("vdi size too large '%s' (max %s)", argv[1], maxs);
 	}
-	ret = new_vdi(name, size, 0, opts.has_copies ? opts.copies : 0, 0, shift, 0, NULL);
+	/* -c D:P: an erasure-coded vdi (copies D + P, the scheme in copy_policy) */
+	ret = vdi_new(name, size, 0, opts.has_copies ? opts.copies : 0,
+		      opts.has_copies ? opts.copy_policy : 0, shift, 0, NULL);
 	if (ret)
-		return new_vdi_err("create", name, ret);
+		return vdi_new_err("create", name, ret);
 	return EXIT_OK;
 }
 
@@ -294,6 +296,27 @@ static int vdi_resize(int argc, char **argv)
 	}
 	free(inode);
 	return ret;
+}
+
+int vdi_del(const char *name, uint32_t vid)
+{
+	char buf[SD_MAX_VDI_LEN];
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	memset(buf, 0, sizeof(buf));
+	strncpy(buf, name, sizeof(buf) - 1);
+	collie_init_req(&hdr, SD_OP_DEL_VDI);
+	hdr.flags = SD_FLAG_CMD_WRITE;
+	hdr.data_length = SD_MAX_VDI_LEN;
+	hdr.vdi.base_vdi_id = vid;
+	if (collie_exec(&hdr, buf, sizeof(buf), 0, &rsp))
+		return EXIT_SYSFAIL;
+	if (rsp.result != SD_RES_SUCCESS) {
+		collie_err("failed to delete vdi '%s': %s", name, sd_strerror((int)rsp.result));
+		return collie_exit_code((int)rsp.result);
+	}
+	return EXIT_OK;
 }
 
 /* DEL_VDI: name only for the working VDI, name + tag and snapid for a snapshot */
@@ -352,13 +375,14 @@ out_free:
 }
 
 /*
- * Release the lock a client took on a VDI (RELEASE_VDI, as QEMU sends when it
- * closes the disk): for a lock left by a client that died. Prints nothing.
+ * An operator releases a VDI's lock (UNLOCK_VDI): one that a dead client
+ * left. A lock whose holder is still connected (its gateway is a member)
+ * is refused unless --force, which also disconnects the holder. Prints
+ * nothing when done.
  */
 static int vdi_unlock(int argc, char **argv)
 {
 	const char *name = argv[0];
-	char buf[SD_MAX_VDI_LEN];
 	struct sd_req hdr;
 	struct sd_rsp rsp;
 	uint32_t vid;
@@ -370,23 +394,29 @@ static int vdi_unlock(int argc, char **argv)
 	ret = vdi_lookup(name, NULL, &vid);
 	if (ret)
 		return ret;
-	/* the name and its NUL, unpadded, as QEMU sends it */
-	snprintf(buf, sizeof(buf), "%s", name);
-	collie_init_req(&hdr, SD_OP_RELEASE_VDI);
-	hdr.flags = SD_FLAG_CMD_WRITE;
-	hdr.data_length = (uint32_t)strlen(buf) + 1;
+	collie_init_req(&hdr, SD_OP_UNLOCK_VDI);
 	hdr.vdi.base_vdi_id = vid;
-	if (collie_exec(&hdr, buf, hdr.data_length, 0, &rsp))
+	hdr.vdi.type = opts.force ? SD_UNLOCK_FORCE : 0;
+	if (collie_exec(&hdr, NULL, 0, 0, &rsp))
 		return EXIT_SYSFAIL;
-	if (rsp.result == SD_RES_NO_VDI) {
+	switch (rsp.result) {
+	case SD_RES_SUCCESS:
+		return EXIT_OK;
+	case SD_RES_NO_VDI:
 		print_not_found(name, NULL);
 		return EXIT_MISSING;
-	}
-	if (rsp.result != SD_RES_SUCCESS) {
+	case SD_RES_VDI_NOT_LOCKED:
+		collie_err("vdi '%s' is not locked", name);
+		return collie_exit_code((int)rsp.result);
+	case SD_RES_VDI_LOCKED:
+		collie_err("vdi '%s' is locked by a client that is still connected (--force "
+			   "disconnects it and releases the lock)",
+			   name);
+		return collie_exit_code((int)rsp.result);
+	default:
 		collie_err("failed to unlock vdi '%s': %s", name, sd_strerror((int)rsp.result));
 		return collie_exit_code((int)rsp.result);
 	}
-	return EXIT_OK;
 }
 
 /*
@@ -414,7 +444,7 @@ static int vdi_snapshot(int argc, char **argv)
 	if (ret)
 		return ret;
 	if (*tag) {
-		ret = get_vdi_info(name, 0, tag, &snap_vid);
+		ret = vdi_get_info(name, 0, tag, &snap_vid);
 		if (ret < 0)
 			return EXIT_SYSFAIL;
 		if (ret == SD_RES_SUCCESS) {
@@ -431,10 +461,10 @@ static int vdi_snapshot(int argc, char **argv)
 	ret = vdi_write_inode(inode, offsetof(struct sd_inode, tag), sizeof(inode->tag));
 	if (ret)
 		goto out_free;
-	ret = new_vdi(name, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
+	ret = vdi_new(name, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
 		      inode->block_size_shift, 1, NULL);
 	if (ret) {
-		ret = new_vdi_err("snapshot", name, ret);
+		ret = vdi_new_err("snapshot", name, ret);
 		/* the working vdi keeps no tag of a snapshot that was not taken */
 		memcpy(inode->tag, old_tag, sizeof(old_tag));
 		if (vdi_write_inode(inode, offsetof(struct sd_inode, tag), sizeof(inode->tag)))
@@ -470,10 +500,10 @@ static int vdi_clone(int argc, char **argv)
 		ret = EXIT_FAIL;
 		goto out_free;
 	}
-	ret = new_vdi(dst, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
+	ret = vdi_new(dst, inode->vdi_size, vid, inode->nr_copies, (uint8_t)inode->copy_policy,
 		      inode->block_size_shift, 0, NULL);
 	if (ret)
-		ret = new_vdi_err("clone", dst, ret);
+		ret = vdi_new_err("clone", dst, ret);
 out_free:
 	free(inode);
 	return ret;
@@ -496,8 +526,13 @@ const struct subcommand vdi_cmds[] = {
 	{ "clone", "SRC DST", OPT_SNAPSHOT, "create vdi DST from snapshot -s SNAP of vdi SRC",
 	  vdi_clone, NULL, 2, 2 },
 	{ "tree", "", 0, "show the vdis, snapshots and clones as a tree", vdi_tree, NULL, 0, 0 },
-	{ "unlock", "NAME", 0, "release a vdi's lock (one a dead client left)", vdi_unlock, NULL, 1,
-	  1 },
+	{ "unlock", "NAME", OPT_FORCE, "release a vdi's lock (one a dead client left)", vdi_unlock,
+	  NULL, 1, 1, "  collie vdi unlock vm1\n  collie vdi unlock vm1 --force\n",
+	  "A lock belongs to the client that took it, through one node. It is\n"
+	  "released when that client closes the disk, when its connections close\n"
+	  "(the client died), and when its node leaves the cluster. A lock whose\n"
+	  "client is still connected is refused unless --force, which disconnects\n"
+	  "that client first (a second writer must never write beside it).\n" },
 	{ "resize", "NAME SIZE", 0, "grow a vdi to SIZE bytes (K/M/G/T suffixes)", vdi_resize, NULL,
 	  2, 2, "  collie vdi resize vm1 20G\n",
 	  "The new size applies to the clients that open the vdi afterwards (a running\n"
@@ -514,5 +549,39 @@ const struct subcommand vdi_cmds[] = {
 	  "is refused on a vdi that a client has locked. Check a vdi that no VM writes.\n"
 	  "Exit status 1 when copies differ (and were not repaired) or an object is\n"
 	  "lost.\n" },
+	{ "backup", "NAME", OPT_SNAPSHOT | OPT_FROM | OPT_COMPRESS,
+	  "write snapshot -s TO (or what changed since -F FROM) to stdout as a backup stream",
+	  vdi_backup, NULL, 1, 1,
+	  "  collie vdi backup vm1 -s monday > vm1-monday.bk\n"
+	  "  collie vdi backup vm1 -F monday -s tuesday --compress > vm1-tuesday.bk\n",
+	  "A full backup holds every non-zero sector of the snapshot; an incremental\n"
+	  "one (-F) the sectors that differ between the two snapshots, and a hash of\n"
+	  "each base object it changes. Every record carries a checksum. The format is\n"
+	  "in collie(8).\n" },
+	{ "restore", "NAME", OPT_SNAPSHOT | OPT_COPIES,
+	  "make vdi NAME from a full backup on stdin, or apply an incremental one on -s BASE",
+	  vdi_restore, NULL, 1, 1,
+	  "  collie vdi restore vm1 < vm1-monday.bk\n"
+	  "  collie vdi snapshot vm1 -s monday\n"
+	  "  collie vdi restore vm1 -s monday < vm1-tuesday.bk\n",
+	  "The whole stream is checked before anything is written (stdin is read twice:\n"
+	  "a pipe is first copied to an unlinked file in $TMPDIR). A full backup makes a\n"
+	  "new vdi (-c: its copies). An incremental one is applied to the working vdi\n"
+	  "NAME, which must still hold its snapshot -s BASE unchanged, and only when BASE\n"
+	  "holds the content the stream was taken from. Refused: a damaged, truncated\n"
+	  "or foreign stream, another base, another object size, a locked vdi.\n" },
+	{ "rollback", "NAME", OPT_SNAPSHOT,
+	  "make the working vdi the content of its snapshot -s SNAP again", vdi_rollback, NULL, 1,
+	  1, "  collie vdi rollback vm1 -s before-upgrade\n",
+	  "What the working vdi wrote since is dropped (its own objects are removed).\n"
+	  "It keeps its size: past the snapshot's end it reads zeros. Refused while a\n"
+	  "client holds the vdi's lock (stop the VM first).\n" },
+	{ "object", "NAME [INDEX]", OPT_SNAPSHOT | OPT_RAW,
+	  "which nodes hold an object of the vdi (or every object), its size and state", vdi_object,
+	  NULL, 1, 2, "  collie vdi object vm1 0\n  collie vdi object vm1\n",
+	  "With INDEX: the object's owner (the vdi or the ancestor it shares it with),\n"
+	  "its size, each node the current epoch places a copy on or that holds one.\n"
+	  "Without: a line per allocated object. State: ok, degraded (fewer copies\n"
+	  "than the vdi wants) or lost; exit status 1 unless every object is ok.\n" },
 	{ NULL },
 };

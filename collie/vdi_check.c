@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "collie.h"
+#include "ec.h"
 #include "ring.h"
 
 struct check {
@@ -35,6 +36,10 @@ struct check {
 	int copies;
 	uint32_t obj_size;
 	char *bufs[SD_MAX_COPIES];
+	/* an erasure-coded VDI: its codec, and the strips rebuilt to compare with */
+	bool is_ec;
+	struct ec_codec codec;
+	uint8_t *rebuilt[SD_EC_MAX_STRIPS];
 	/* the counts of the summary */
 	uint64_t nr_checked, nr_differ, nr_missing, nr_lost, nr_repaired;
 };
@@ -100,25 +105,25 @@ static int recovery_done(const struct check *c)
  * that a VM writes could put an older copy over its newest write. EXIT_OK
  * and *locked, or an exit code after saying why.
  */
-#define CHECK_MAX_LOCKS (1U << 18)
-static int vdi_locked(uint32_t vid, bool *locked)
+#define CHECK_MAX_LOCKS (1U << 16)
+int vdi_is_locked(uint32_t vid, bool *locked)
 {
-	uint32_t *vids = malloc(CHECK_MAX_LOCKS * sizeof(*vids));
+	struct sd_vdi_lock *locks = malloc(CHECK_MAX_LOCKS * sizeof(*locks));
 	struct sd_req hdr;
 	struct sd_rsp rsp;
 	int ret;
 
 	*locked = false;
-	if (!vids) {
+	if (!locks) {
 		collie_err("out of memory");
 		return EXIT_SYSFAIL;
 	}
 	collie_init_req(&hdr, SD_OP_GET_VDI_LOCKS);
-	hdr.data_length = CHECK_MAX_LOCKS * sizeof(*vids);
-	ret = collie_run("failed to get the locked vdis", &hdr, vids, 0, hdr.data_length, &rsp);
-	for (uint32_t i = 0; !ret && i < rsp.data_length / sizeof(*vids); i++)
-		*locked |= vids[i] == vid;
-	free(vids);
+	hdr.data_length = CHECK_MAX_LOCKS * sizeof(*locks);
+	ret = collie_run("failed to get the locked vdis", &hdr, locks, 0, hdr.data_length, &rsp);
+	for (uint32_t i = 0; !ret && i < rsp.data_length / sizeof(*locks); i++)
+		*locked |= locks[i].vid == vid;
+	free(locks);
 	return ret;
 }
 
@@ -155,6 +160,84 @@ static const char *node_name(const struct check *c, int i, char *buf, size_t len
 	return buf;
 }
 
+/* a read of oid from ring node i failed with r (not SD_RES_NO_OBJ): say why, the exit code */
+static int read_failed(const struct check *c, uint64_t oid, int i, int r)
+{
+	char name[80];
+
+	if (r == SD_RES_OLD_NODE_VER || r == SD_RES_NEW_NODE_VER) {
+		collie_err("the epoch changed during the check (it was %u): run it again",
+			   c->epoch);
+		return EXIT_FAIL;
+	}
+	collie_err("failed to read %016" PRIx64 " from %s: %s", oid,
+		   node_name(c, i, name, sizeof(name)), r < 0 ? "unreachable" : sd_strerror(r));
+	return r < 0 ? EXIT_SYSFAIL : collie_exit_code(r);
+}
+
+/*
+ * An erasure-coded data object: strip i read from the i-th node of the
+ * object's placement; the strips not among the first D found are rebuilt
+ * from those D (ISA-L) and compared with what their nodes hold. Reported:
+ * a strip that its node lacks, one that differs from the rebuild (which
+ * strip is wrong is not known: the first D are taken as the truth), and
+ * an object with fewer than D strips left (lost). With --repair, the
+ * rebuilt strips are written where a strip is missing or differs.
+ */
+static int check_ec_object(struct check *c, uint64_t oid, bool repair)
+{
+	int d = c->codec.d, n = c->codec.d + c->codec.p, idx[SD_EC_MAX_STRIPS], nr_have = 0, r;
+	uint32_t sl = ec_strip_len(c->obj_size, d);
+	bool have[SD_EC_MAX_STRIPS], base[SD_EC_MAX_STRIPS] = { false };
+	uint8_t *t[SD_EC_MAX_STRIPS];
+	char name[80];
+
+	ring_map(&c->ring, oid, n, idx);
+	for (int i = 0; i < n; i++) {
+		r = peer_op(c, idx[i], SD_OP_READ_PEER, ec_strip_oid(oid, i), c->bufs[i], sl);
+		if (r && r != SD_RES_NO_OBJ)
+			return read_failed(c, ec_strip_oid(oid, i), idx[i], r);
+		have[i] = r == SD_RES_SUCCESS;
+		if (have[i] && nr_have++ < d)
+			base[i] = true;
+	}
+	c->nr_checked++;
+	if (nr_have < d) {
+		c->nr_lost++;
+		printf("%016" PRIx64 ": lost, %d of its %d strips left, %d needed\n", oid, nr_have,
+		       n, d);
+		return EXIT_OK;
+	}
+	for (int i = 0; i < n; i++)
+		t[i] = base[i] ? (uint8_t *)c->bufs[i] : c->rebuilt[i];
+	if (ec_reconstruct(&c->codec, sl, t, base)) {
+		collie_err("out of memory");
+		return EXIT_SYSFAIL;
+	}
+	for (int i = 0; i < n; i++) {
+		if (base[i] || (have[i] && !memcmp(t[i], c->bufs[i], sl)))
+			continue;
+		if (have[i])
+			c->nr_differ++;
+		else
+			c->nr_missing++;
+		printf("%016" PRIx64 ": strip %d on %s %s\n", oid, i,
+		       node_name(c, idx[i], name, sizeof(name)),
+		       have[i] ? "differs from the one the other strips give" : "is missing");
+		if (!repair)
+			continue;
+		r = peer_op(c, idx[i], SD_OP_CREATE_AND_WRITE_PEER, ec_strip_oid(oid, i), t[i], sl);
+		if (r) {
+			collie_err("failed to repair strip %d of %016" PRIx64 " on %s: %s", i, oid,
+				   name, r < 0 ? "unreachable" : sd_strerror(r));
+			return r < 0 ? EXIT_SYSFAIL : collie_exit_code(r);
+		}
+		c->nr_repaired++;
+		printf("%016" PRIx64 ": strip %d repaired on %s\n", oid, i, name);
+	}
+	return EXIT_OK;
+}
+
 /*
  * Read oid's copies from its nodes idx[n] into c->bufs; group[k]: the
  * first copy equal to copy k, or -1 for a node without one. EXIT_OK, or an
@@ -163,7 +246,6 @@ static const char *node_name(const struct check *c, int i, char *buf, size_t len
 static int read_copies(struct check *c, uint64_t oid, const int *idx, int n, uint32_t size,
 		       int *group)
 {
-	char name[80];
 
 	for (int k = 0; k < n; k++) {
 		int r = peer_op(c, idx[k], SD_OP_READ_PEER, oid, c->bufs[k], size);
@@ -171,17 +253,8 @@ static int read_copies(struct check *c, uint64_t oid, const int *idx, int n, uin
 		group[k] = -1;
 		if (r == SD_RES_NO_OBJ)
 			continue;
-		if (r == SD_RES_OLD_NODE_VER || r == SD_RES_NEW_NODE_VER) {
-			collie_err("the epoch changed during the check (it was %u): run it again",
-				   c->epoch);
-			return EXIT_FAIL;
-		}
-		if (r) {
-			collie_err("failed to read %016" PRIx64 " from %s: %s", oid,
-				   node_name(c, idx[k], name, sizeof(name)),
-				   r < 0 ? "unreachable" : sd_strerror(r));
-			return r < 0 ? EXIT_SYSFAIL : collie_exit_code(r);
-		}
+		if (r)
+			return read_failed(c, oid, idx[k], r);
 		group[k] = k;
 		for (int j = 0; j < k; j++)
 			if (group[j] == j && !memcmp(c->bufs[j], c->bufs[k], size)) {
@@ -279,10 +352,16 @@ static int check_objects(struct check *c, const struct sd_inode *inode, uint32_t
 	if (nr > MAX_DATA_OBJS)
 		nr = MAX_DATA_OBJS;
 	ret = check_object(c, vid_to_vdi_oid(vid), SD_INODE_SIZE, repair);
-	for (uint64_t i = 0; i < nr && !ret; i++)
-		if (inode->data_vdi_id[i])
-			ret = check_object(c, vid_to_data_oid(inode->data_vdi_id[i], (uint32_t)i),
-					   c->obj_size, repair);
+	for (uint64_t i = 0; i < nr && !ret; i++) {
+		uint64_t oid = vid_to_data_oid(inode->data_vdi_id[i], (uint32_t)i);
+
+		if (!inode->data_vdi_id[i])
+			continue;
+		if (c->is_ec)
+			ret = check_ec_object(c, oid, repair);
+		else
+			ret = check_object(c, oid, c->obj_size, repair);
+	}
 	return ret;
 }
 
@@ -322,10 +401,29 @@ int vdi_check(int argc, char **argv)
 	ret = recovery_done(&c);
 	if (ret)
 		goto out;
+	if (inode->copy_policy) {
+		int d, p;
+
+		/* the daemons refuse such an inode's scheme too (vdi_table.c): replicated */
+		c.is_ec = ec_policy_to_dp(inode->copy_policy, &d, &p) && d + p == c.copies;
+		if (c.is_ec && ec_codec_init(&c.codec, d, p)) {
+			collie_err("out of memory");
+			ret = EXIT_SYSFAIL;
+			goto out;
+		}
+		for (int k = 0; c.is_ec && k < c.copies; k++) {
+			c.rebuilt[k] = malloc(ec_strip_len(c.obj_size, d));
+			if (!c.rebuilt[k]) {
+				collie_err("out of memory");
+				ret = EXIT_SYSFAIL;
+				goto out;
+			}
+		}
+	}
 	if (opts.repair) {
 		bool locked;
 
-		ret = vdi_locked(vid, &locked);
+		ret = vdi_is_locked(vid, &locked);
 		if (!ret && locked) {
 			collie_err(
 			    "vdi '%s' is locked, a client may be writing it: stop the client "
@@ -346,17 +444,27 @@ int vdi_check(int argc, char **argv)
 		}
 	}
 	ret = check_objects(&c, inode, vid, opts.repair);
-	printf("%" PRIu64 " object(s) checked at epoch %u, %d copies: %" PRIu64
-	       " differing, %" PRIu64 " missing, %" PRIu64 " lost%s",
-	       c.nr_checked, c.epoch, c.copies, c.nr_differ, c.nr_missing, c.nr_lost,
-	       opts.repair ? "" : "\n");
+	if (c.is_ec)
+		printf("%" PRIu64 " object(s) checked at epoch %u, %d:%d: %" PRIu64
+		       " differing strip(s), %" PRIu64 " missing, %" PRIu64 " lost%s",
+		       c.nr_checked, c.epoch, c.codec.d, c.codec.p, c.nr_differ, c.nr_missing,
+		       c.nr_lost, opts.repair ? "" : "\n");
+	else
+		printf("%" PRIu64 " object(s) checked at epoch %u, %d copies: %" PRIu64
+		       " differing, %" PRIu64 " missing, %" PRIu64 " lost%s",
+		       c.nr_checked, c.epoch, c.copies, c.nr_differ, c.nr_missing, c.nr_lost,
+		       opts.repair ? "" : "\n");
 	if (opts.repair)
-		printf("; %" PRIu64 " copies repaired\n", c.nr_repaired);
+		printf("; %" PRIu64 " %s repaired\n", c.nr_repaired, c.is_ec ? "strips" : "copies");
 	if (!ret && (c.nr_lost || (!opts.repair && (c.nr_differ || c.nr_missing))))
 		ret = EXIT_FAIL;
 out:
 	for (int k = 0; k < SD_MAX_COPIES; k++)
 		free(c.bufs[k]);
+	for (int k = 0; k < SD_EC_MAX_STRIPS; k++)
+		free(c.rebuilt[k]);
+	if (c.is_ec)
+		ec_codec_free(&c.codec);
 	if (c.ring.vnodes)
 		ring_free(&c.ring);
 	free(inode);

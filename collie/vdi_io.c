@@ -24,34 +24,9 @@
 #include <unistd.h>
 
 #include "collie.h"
+#include "vdi_io.h"
 
-#define IO_NR_SLOTS 4
-
-struct io_slot {
-	bool busy;    /* request sent, reply not read */
-	bool ready;   /* read: data in buf, not yet written out */
-	bool is_read; /* the reply carries len bytes of data for buf */
-	bool create;  /* a create: on success the object becomes the VDI's own */
-	uint32_t id;
-	uint32_t idx;
-	uint32_t len;
-	uint64_t off; /* offset in the VDI */
-	char *buf;
-};
-
-struct vdi_io {
-	const char *name;
-	int fd;
-	struct sd_inode *inode;
-	uint32_t vid;
-	uint8_t shift;
-	uint64_t obj_size;
-	uint32_t next_id;
-	unsigned int nr_busy;
-	struct io_slot slots[IO_NR_SLOTS];
-};
-
-static int io_open(struct vdi_io *io, const char *name, const char *snap)
+int vdi_io_open(struct vdi_io *io, const char *name, const char *snap)
 {
 	int ret;
 
@@ -73,6 +48,14 @@ static int io_open(struct vdi_io *io, const char *name, const char *snap)
 			   io->shift);
 		return EXIT_FAIL;
 	}
+	return vdi_io_connect(io, name, io->shift);
+}
+
+int vdi_io_connect(struct vdi_io *io, const char *what, uint8_t shift)
+{
+	io->name = what;
+	io->fd = -1;
+	io->shift = shift;
 	io->obj_size = UINT64_C(1) << io->shift;
 	for (int i = 0; i < IO_NR_SLOTS; i++) {
 		io->slots[i].buf = malloc(io->obj_size);
@@ -85,7 +68,7 @@ static int io_open(struct vdi_io *io, const char *name, const char *snap)
 	return io->fd < 0 ? EXIT_SYSFAIL : EXIT_OK;
 }
 
-static void io_close(struct vdi_io *io)
+void vdi_io_close(struct vdi_io *io)
 {
 	if (io->fd >= 0)
 		close(io->fd);
@@ -105,8 +88,8 @@ static int io_net_err(struct vdi_io *io, int err)
  * Send one object request for slot s (s->len bytes at offset inside the
  * object); data is the payload of a write, NULL for a read.
  */
-static int io_send(struct vdi_io *io, struct io_slot *s, uint8_t opcode, uint16_t flags,
-		   uint64_t oid, uint64_t cow_oid, uint64_t offset, const void *data)
+int vdi_io_send(struct vdi_io *io, struct io_slot *s, uint8_t opcode, uint16_t flags, uint64_t oid,
+		uint64_t cow_oid, uint64_t offset, const void *data)
 {
 	struct sd_req hdr;
 	int ret;
@@ -117,7 +100,7 @@ static int io_send(struct vdi_io *io, struct io_slot *s, uint8_t opcode, uint16_
 	hdr.data_length = s->len;
 	hdr.obj.oid = oid;
 	hdr.obj.cow_oid = cow_oid;
-	hdr.obj.copies = io->inode->nr_copies;
+	hdr.obj.copies = io->inode ? io->inode->nr_copies : 0;
 	hdr.obj.offset = offset;
 	ret = sd_write_full(io->fd, &hdr, sizeof(hdr));
 	if (!ret && data)
@@ -151,7 +134,7 @@ static int io_discard(struct vdi_io *io, uint32_t len)
  * its result, or an exit code on a transport or protocol failure. A read
  * reply's payload lands in the slot's buffer (zero-filled when short).
  */
-static int io_recv(struct vdi_io *io, struct io_slot **done, int *result)
+int vdi_io_recv(struct vdi_io *io, struct io_slot **done, int *result)
 {
 	struct sd_rsp rsp;
 	struct io_slot *s = NULL;
@@ -228,13 +211,15 @@ static int read_issue(struct vdi_io *io, struct io_slot *s, uint64_t pos, uint64
 		s->ready = true;
 		return EXIT_OK;
 	}
-	return io_send(io, s, SD_OP_READ_OBJ, 0, vid_to_data_oid(owner, s->idx), 0, in_obj, NULL);
+	return vdi_io_send(io, s, SD_OP_READ_OBJ, 0, vid_to_data_oid(owner, s->idx), 0, in_obj,
+			   NULL);
 }
 
 int vdi_read(int argc, char **argv)
 {
 	struct vdi_io io;
-	uint64_t off, len, pos, end;
+	struct collie_progress progress = { .on = false };
+	uint64_t off, len, pos, end, out = 0;
 	unsigned int head = 0, nr = 0;
 	bool has_len;
 	int ret;
@@ -242,7 +227,7 @@ int vdi_read(int argc, char **argv)
 	ret = parse_range(argc, argv, &off, &len, &has_len);
 	if (ret)
 		return ret;
-	ret = io_open(&io, argv[0], opts.snapshot);
+	ret = vdi_io_open(&io, argv[0], opts.snapshot);
 	if (ret)
 		goto out_close;
 	if (!has_len)
@@ -250,6 +235,7 @@ int vdi_read(int argc, char **argv)
 	ret = check_range(&io, off, len);
 	if (ret)
 		goto out_close;
+	collie_progress_start(&progress, "vdi read", len, true);
 	for (pos = off, end = off + len; pos < end || nr;) {
 		struct io_slot *s;
 		int result;
@@ -267,11 +253,13 @@ int vdi_read(int argc, char **argv)
 			ret = collie_write_stdout(s->buf, s->len);
 			if (ret)
 				goto out_close;
+			out += s->len;
+			collie_progress_update(&progress, out);
 			head = (head + 1) % IO_NR_SLOTS;
 			nr--;
 			continue;
 		}
-		ret = io_recv(&io, &s, &result);
+		ret = vdi_io_recv(&io, &s, &result);
 		if (ret)
 			goto out_close;
 		if (result != SD_RES_SUCCESS) {
@@ -284,7 +272,8 @@ int vdi_read(int argc, char **argv)
 	}
 	ret = EXIT_OK;
 out_close:
-	io_close(&io);
+	collie_progress_end(&progress);
+	vdi_io_close(&io);
 	return ret;
 }
 
@@ -307,7 +296,7 @@ static ssize_t read_upto(int fd, char *buf, size_t len)
 	return (ssize_t)done;
 }
 
-static int write_issue(struct vdi_io *io, struct io_slot *s)
+int vdi_io_write_issue(struct vdi_io *io, struct io_slot *s)
 {
 	uint32_t owner = io->inode->data_vdi_id[s->idx];
 	uint64_t oid = vid_to_data_oid(io->vid, s->idx);
@@ -317,15 +306,15 @@ static int write_issue(struct vdi_io *io, struct io_slot *s)
 
 	s->create = owner != io->vid;
 	if (!s->create)
-		return io_send(io, s, SD_OP_WRITE_OBJ, flags, oid, 0, in_obj, s->buf);
+		return vdi_io_send(io, s, SD_OP_WRITE_OBJ, flags, oid, 0, in_obj, s->buf);
 	if (owner) {
 		flags |= SD_FLAG_CMD_COW;
 		cow_oid = vid_to_data_oid(owner, s->idx);
 	}
-	return io_send(io, s, SD_OP_CREATE_AND_WRITE_OBJ, flags, oid, cow_oid, in_obj, s->buf);
+	return vdi_io_send(io, s, SD_OP_CREATE_AND_WRITE_OBJ, flags, oid, cow_oid, in_obj, s->buf);
 }
 
-static struct io_slot *free_slot(struct vdi_io *io)
+struct io_slot *vdi_io_free_slot(struct vdi_io *io)
 {
 	for (int i = 0; i < IO_NR_SLOTS; i++)
 		if (!io->slots[i].busy)
@@ -362,9 +351,9 @@ static int check_input_end(struct vdi_io *io)
 }
 
 /* the changed slice of data_vdi_id back into the inode, on the I/O connection */
-static int write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_idx)
+int vdi_io_write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_idx)
 {
-	struct io_slot *s = free_slot(io), *done;
+	struct io_slot *s = vdi_io_free_slot(io), *done;
 	uint64_t offset;
 	int ret, result;
 
@@ -376,10 +365,10 @@ static int write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_i
 	s->len = 4 * (max_idx - min_idx + 1);
 	s->create = false;
 	offset = SD_INODE_HEADER_SIZE + 4 * (uint64_t)min_idx;
-	ret = io_send(io, s, SD_OP_WRITE_OBJ, SD_FLAG_CMD_WRITE, vid_to_vdi_oid(io->vid), 0, offset,
-		      &io->inode->data_vdi_id[min_idx]);
+	ret = vdi_io_send(io, s, SD_OP_WRITE_OBJ, SD_FLAG_CMD_WRITE, vid_to_vdi_oid(io->vid), 0,
+			  offset, &io->inode->data_vdi_id[min_idx]);
 	if (!ret)
-		ret = io_recv(io, &done, &result);
+		ret = vdi_io_recv(io, &done, &result);
 	if (!ret && result != SD_RES_SUCCESS) {
 		collie_err("failed to update the inode of vdi '%s': %s", io->name,
 			   sd_strerror(result));
@@ -387,13 +376,6 @@ static int write_inode_slice(struct vdi_io *io, uint32_t min_idx, uint32_t max_i
 	}
 	return ret;
 }
-
-struct write_state {
-	uint64_t pos, end;
-	bool eof;
-	int err; /* the first failure: stop sending, drain, then report */
-	uint32_t min_idx, max_idx;
-};
 
 /* read the next piece of stdin into s and send it; sets st->eof at the end */
 static int write_next(struct vdi_io *io, struct io_slot *s, struct write_state *st)
@@ -415,11 +397,13 @@ static int write_next(struct vdi_io *io, struct io_slot *s, struct write_state *
 	s->idx = (uint32_t)(st->pos >> io->shift);
 	s->len = (uint32_t)n;
 	st->pos += (uint64_t)n;
-	return write_issue(io, s);
+	return vdi_io_write_issue(io, s);
 }
 
-static void write_done(struct vdi_io *io, struct io_slot *s, int result, struct write_state *st)
+void vdi_io_write_done(struct vdi_io *io, struct io_slot *s, int result, struct write_state *st)
 {
+	if (result == SD_RES_SUCCESS)
+		st->acked += s->len;
 	if (result != SD_RES_SUCCESS) {
 		if (!st->err) {
 			collie_err("failed to write vdi '%s' at offset %llu: %s", io->name,
@@ -435,10 +419,25 @@ static void write_done(struct vdi_io *io, struct io_slot *s, int result, struct 
 	st->max_idx = max_t(uint32_t, st->max_idx, s->idx);
 }
 
+/* what vdi write will send, if known: LEN, or what a regular file holds */
+static uint64_t write_total(const struct vdi_io *io, uint64_t off, uint64_t len, bool has_len)
+{
+	struct stat st;
+	off_t cur;
+
+	if (has_len)
+		return len;
+	cur = lseek(STDIN_FILENO, 0, SEEK_CUR);
+	if (fstat(STDIN_FILENO, &st) || !S_ISREG(st.st_mode) || cur < 0 || st.st_size < cur)
+		return 0;
+	return min_t(uint64_t, (uint64_t)(st.st_size - cur), io->inode->vdi_size - off);
+}
+
 int vdi_write(int argc, char **argv)
 {
 	struct vdi_io io;
 	struct write_state st = { .min_idx = UINT32_MAX };
+	struct collie_progress progress = { .on = false };
 	struct io_slot *s;
 	uint64_t off, len;
 	bool has_len;
@@ -447,7 +446,7 @@ int vdi_write(int argc, char **argv)
 	ret = parse_range(argc, argv, &off, &len, &has_len);
 	if (ret)
 		return ret;
-	ret = io_open(&io, argv[0], NULL);
+	ret = vdi_io_open(&io, argv[0], NULL);
 	if (ret)
 		goto out_close;
 	if (has_len)
@@ -458,26 +457,29 @@ int vdi_write(int argc, char **argv)
 		goto out_close;
 	st.pos = off;
 	st.end = has_len ? off + len : io.inode->vdi_size;
+	collie_progress_start(&progress, "vdi write", write_total(&io, off, len, has_len), true);
 	for (;;) {
-		while (!st.err && !st.eof && st.pos < st.end && (s = free_slot(&io))) {
+		while (!st.err && !st.eof && st.pos < st.end && (s = vdi_io_free_slot(&io))) {
 			st.err = write_next(&io, s, &st);
 		}
 		if (!io.nr_busy)
 			break;
-		ret = io_recv(&io, &s, &result);
+		ret = vdi_io_recv(&io, &s, &result);
 		if (ret)
 			goto out_close; /* the connection is gone: the inode can't be updated */
-		write_done(&io, s, result, &st);
+		vdi_io_write_done(&io, s, result, &st);
+		collie_progress_update(&progress, st.acked);
 	}
 	if (!st.err && !has_len && !st.eof && st.pos == st.end)
 		st.err = check_input_end(&io);
 	ret = st.err;
 	if (st.min_idx <= st.max_idx) {
-		int r = write_inode_slice(&io, st.min_idx, st.max_idx);
+		int r = vdi_io_write_inode_slice(&io, st.min_idx, st.max_idx);
 
 		ret = ret ?: r;
 	}
 out_close:
-	io_close(&io);
+	collie_progress_end(&progress);
+	vdi_io_close(&io);
 	return ret;
 }

@@ -2,12 +2,12 @@
  * collie vdi list and vdi tree: walk every vid in use (READ_VDIS bitmap),
  * read each inode whole, and print what they say.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collie.h"
+#include "ec.h"
 
 int vdi_for_each(void (*fn)(const struct sd_inode *inode, void *arg), void *arg)
 {
@@ -58,20 +58,57 @@ struct vdi_entry {
 	uint64_t vdi_size;
 	uint64_t used;	 /* bytes in objects of its own */
 	uint64_t shared; /* bytes in objects of an ancestor */
+	uint64_t frees;	 /* bytes that deleting it would free (vdi list computes it) */
+	uint64_t obj_size;
 	uint32_t snap_id;
 	uint32_t vid;
 	uint32_t parent_vid;
 	uint32_t tree_parent; /* the nearest ancestor that is not deleted, or 0 */
 	uint8_t nr_copies;
+	char copies[8]; /* "3", or "4:2" for an erasure-coded vdi */
 	bool deleted; /* kept only to link the tree across it */
 	bool printed;
+};
+
+/* a live VDI's map entry: it reads object idx of owner */
+struct vdi_ref {
+	uint64_t key; /* owner << 32 | idx */
+	uint32_t entry;
 };
 
 struct vdi_entries {
 	struct vdi_entry *e;
 	size_t nr, cap;
+	struct vdi_ref *refs; /* with_refs: every live VDI's allocated entries */
+	size_t nr_refs, cap_refs;
+	bool with_refs;
 	bool oom;
 };
+
+/* room for one more of nr elements of size at *arr (capacity *cap, doubled): false if none */
+static bool grow(void **arr, size_t nr, size_t *cap, size_t size, size_t first)
+{
+	size_t n = *cap ? *cap * 2 : first;
+	void *p;
+
+	if (nr < *cap)
+		return true;
+	p = realloc(*arr, n * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = n;
+	return true;
+}
+
+static void add_ref(struct vdi_entries *v, uint32_t owner, uint32_t idx)
+{
+	if (!grow((void **)&v->refs, v->nr_refs, &v->cap_refs, sizeof(*v->refs), 4096)) {
+		v->oom = true;
+		return;
+	}
+	v->refs[v->nr_refs++] = (struct vdi_ref){ (uint64_t)owner << 32 | idx, (uint32_t)(v->nr - 1) };
+}
 
 static void collect(const struct sd_inode *inode, void *arg)
 {
@@ -79,17 +116,11 @@ static void collect(const struct sd_inode *inode, void *arg)
 	struct vdi_entry *e;
 	uint64_t obj_size, nr_own = 0, nr_shared = 0;
 	uint8_t shift = inode->block_size_shift;
+	int d, p;
 
-	if (v->nr == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		void *p = realloc(v->e, cap * sizeof(*v->e));
-
-		if (!p) {
-			v->oom = true;
-			return;
-		}
-		v->e = p;
-		v->cap = cap;
+	if (!grow((void **)&v->e, v->nr, &v->cap, sizeof(*v->e), 64)) {
+		v->oom = true;
+		return;
 	}
 	e = &v->e[v->nr++];
 	memset(e, 0, sizeof(*e));
@@ -103,6 +134,10 @@ static void collect(const struct sd_inode *inode, void *arg)
 	e->parent_vid = inode->parent_vdi_id;
 	e->deleted = vdi_is_deleted(inode);
 	e->nr_copies = inode->nr_copies;
+	if (ec_policy_to_dp(inode->copy_policy, &d, &p))
+		snprintf(e->copies, sizeof(e->copies), "%d:%d", d, p);
+	else
+		snprintf(e->copies, sizeof(e->copies), "%u", inode->nr_copies);
 	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++) {
 		if (!inode->data_vdi_id[i])
 			continue;
@@ -110,10 +145,13 @@ static void collect(const struct sd_inode *inode, void *arg)
 			nr_own++;
 		else
 			nr_shared++;
+		if (v->with_refs && !e->deleted)
+			add_ref(v, inode->data_vdi_id[i], i);
 	}
 	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > 31)
 		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	obj_size = UINT64_C(1) << shift;
+	e->obj_size = obj_size;
 	e->used = nr_own * obj_size;
 	e->shared = nr_shared * obj_size;
 }
@@ -130,11 +168,45 @@ static int cmp_entry(const void *a, const void *b)
 	return x->vid < y->vid ? -1 : (x->vid > y->vid);
 }
 
-static int load_entries(struct vdi_entries *v)
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct vdi_ref *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static struct vdi_entry *find_vid(struct vdi_entries *v, uint32_t vid);
+
+/*
+ * What deleting each live VDI would free: the objects that it alone reads
+ * among the live VDIs, of its own or of a deleted ancestor (whose objects
+ * were kept for the VDIs that read them: the daemon frees them once the
+ * last of those is deleted). A live snapshot's objects stay with it.
+ */
+static void count_frees(struct vdi_entries *v)
+{
+	if (v->nr_refs)
+		qsort(v->refs, v->nr_refs, sizeof(*v->refs), cmp_ref);
+	for (size_t i = 0; i < v->nr_refs;) {
+		size_t j = i + 1;
+		struct vdi_entry *reader, *owner;
+
+		while (j < v->nr_refs && v->refs[j].key == v->refs[i].key)
+			j++;
+		reader = &v->e[v->refs[i].entry];
+		owner = find_vid(v, (uint32_t)(v->refs[i].key >> 32));
+		if (j == i + 1 && (owner == reader || (owner && owner->deleted)))
+			reader->frees += reader->obj_size;
+		i = j;
+	}
+}
+
+static int load_entries(struct vdi_entries *v, bool with_refs)
 {
 	int ret;
 
 	memset(v, 0, sizeof(*v));
+	v->with_refs = with_refs;
 	ret = vdi_for_each(collect, v);
 	if (!ret && v->oom) {
 		collie_err("out of memory");
@@ -142,8 +214,13 @@ static int load_entries(struct vdi_entries *v)
 	}
 	if (ret) {
 		free(v->e);
+		free(v->refs);
 		return ret;
 	}
+	if (with_refs)
+		count_frees(v);
+	free(v->refs);
+	v->refs = NULL;
 	if (v->nr) /* qsort takes no NULL base, even for 0 entries */
 		qsort(v->e, v->nr, sizeof(*v->e), cmp_entry);
 	return EXIT_OK;
@@ -154,14 +231,34 @@ static bool is_clone(const struct vdi_entry *e)
 	return !e->snap_ctime && e->parent_vid && e->snap_id == 1;
 }
 
-/* raw output: whitespace and backslashes escaped with a backslash */
-static void print_escaped(const char *s)
+void vdi_print_names(void)
 {
-	for (; *s; s++) {
-		if (isspace((unsigned char)*s) || *s == '\\')
-			putchar('\\');
-		putchar(*s);
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	struct sd_inode_header h;
+	uint8_t *bitmap = calloc(1, SD_VDI_BITMAP_SIZE);
+
+	if (!bitmap)
+		return;
+	collie_init_req(&hdr, SD_OP_READ_VDIS);
+	hdr.data_length = SD_VDI_BITMAP_SIZE;
+	if (collie_exec(&hdr, bitmap, 0, SD_VDI_BITMAP_SIZE, &rsp) || rsp.result != SD_RES_SUCCESS)
+		goto out_free;
+	for (uint32_t vid = 1; vid < SD_NR_VDIS; vid++) {
+		if (!bitmap[vid >> 3]) {
+			vid |= 7;
+			continue;
+		}
+		if (!sd_vid_test(bitmap, vid))
+			continue;
+		memset(&h, 0, sizeof(h));
+		if (vdi_read_inode(vid, (struct sd_inode *)&h, SD_INODE_HEADER_SIZE))
+			break;
+		if (!h.snap_ctime && h.name[0])
+			printf("%.*s\n", SD_MAX_VDI_LEN, h.name);
 	}
+out_free:
+	free(bitmap);
 }
 
 /*
@@ -207,35 +304,36 @@ static void print_nbd_url(const char *base, const struct vdi_entry *e)
 
 static void print_entry(const struct vdi_entry *e, const char *nbd)
 {
-	char size[32], used[32], shared[32], when[32];
+	char size[32], used[32], shared[32], frees[32], when[32];
 	uint64_t t = e->snap_ctime ? e->snap_ctime : e->create_time;
 	char type = e->snap_ctime ? 's' : (is_clone(e) ? 'c' : (opts.raw ? '=' : ' '));
 
 	collie_fmt_size(e->vdi_size, size, sizeof(size));
 	collie_fmt_size(e->used, used, sizeof(used));
 	collie_fmt_size(e->shared, shared, sizeof(shared));
+	collie_fmt_size(e->frees, frees, sizeof(frees));
 	if (opts.raw) {
 		printf("%c ", type);
-		print_escaped(e->name);
-		printf(" %u %s %s %s %llu %x %u", e->snap_id, size, used, shared,
-		       (unsigned long long)collie_time_to_sec(t), e->vid, e->nr_copies);
+		collie_print_escaped(e->name);
+			printf(" %u %s %s %s %llu %x %s %s", e->snap_id, size, used, shared,
+		       (unsigned long long)collie_time_to_sec(t), e->vid, e->copies, frees);
 		if (e->tag[0]) {
 			putchar(' ');
-			print_escaped(e->tag);
+			collie_print_escaped(e->tag);
 		}
 		putchar('\n');
 		return;
 	}
 	collie_fmt_time(t, "%Y-%m-%d %H:%M", when, sizeof(when));
 	if (nbd[0]) {
-		printf("%c %-8s %5u %7s %7s %7s %16s %8x %6u  %-8s", type, e->name, e->snap_id, size,
-		       used, shared, when, e->vid, e->nr_copies, e->tag);
+		printf("%c %-8s %5u %7s %7s %7s %7s %16s %8x %6s  %-8s", type, e->name, e->snap_id,
+		       size, used, shared, frees, when, e->vid, e->copies, e->tag);
 		print_nbd_url(nbd, e);
 		putchar('\n');
 		return;
 	}
-	printf("%c %-8s %5u %7s %7s %7s %16s %8x %6u%s%s\n", type, e->name, e->snap_id, size,
-	       used, shared, when, e->vid, e->nr_copies, e->tag[0] ? "  " : "", e->tag);
+	printf("%c %-8s %5u %7s %7s %7s %7s %16s %8x %6s%s%s\n", type, e->name, e->snap_id, size,
+	       used, shared, frees, when, e->vid, e->copies, e->tag[0] ? "  " : "", e->tag);
 }
 
 int vdi_list(int argc, char **argv)
@@ -244,18 +342,18 @@ int vdi_list(int argc, char **argv)
 	char nbd[128] = "";
 	int ret;
 
-	ret = load_entries(&v);
+	ret = load_entries(&v, true);
 	if (ret)
 		return ret;
 	/* the NBD column: only in the table, when the node serves NBD */
 	if (!opts.raw)
 		nbd_base(nbd, sizeof(nbd));
 	if (!opts.raw && nbd[0])
-		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %-8s  %s\n", "Name", "Id", "Size",
-		       "Used", "Shared", "Creation time", "VDI id", "Copies", "Tag", "NBD");
+		printf("  %-8s %5s %7s %7s %7s %7s %16s %8s %6s  %-8s  %s\n", "Name", "Id", "Size",
+		       "Used", "Shared", "Frees", "Creation time", "VDI id", "Copies", "Tag", "NBD");
 	else if (!opts.raw)
-		printf("  %-8s %5s %7s %7s %7s %16s %8s %6s  %s\n", "Name", "Id", "Size", "Used",
-		       "Shared", "Creation time", "VDI id", "Copies", "Tag");
+		printf("  %-8s %5s %7s %7s %7s %7s %16s %8s %6s  %s\n", "Name", "Id", "Size", "Used",
+		       "Shared", "Frees", "Creation time", "VDI id", "Copies", "Tag");
 	for (size_t i = 0; i < v.nr; i++)
 		if (!v.e[i].deleted)
 			print_entry(&v.e[i], nbd);
@@ -340,7 +438,7 @@ int vdi_tree(int argc, char **argv)
 	size_t cap;
 	int ret;
 
-	ret = load_entries(&v);
+	ret = load_entries(&v, false);
 	if (ret)
 		return ret;
 	cap = 4 * (v.nr + 1);

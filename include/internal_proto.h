@@ -19,9 +19,24 @@
 #define SD_OP_STAT_SHEEP 0x83	/* rsp.node.store_size/store_free, payload: struct sd_node_info */
 #define SD_OP_SHUTDOWN 0x84	/* stop every daemon of the cluster */
 #define SD_OP_STAT_RECOVERY 0x85 /* payload: struct sd_recovery_info */
-#define SD_OP_GET_VDI_LOCKS 0x86 /* payload: uint32_t vid[] of the locked VDIs */
+#define SD_OP_GET_VDI_LOCKS 0x86 /* payload: struct sd_vdi_lock[] of the locked VDIs */
 /* serve without the nodes a node restarted alone still waits for (SD_STATUS_WAIT_FOR_JOIN) */
 #define SD_OP_FORCE_START 0x87
+/*
+ * UNLOCK_VDI (ordered): an operator releases the lock of VDI
+ * req.vdi.base_vdi_id, whoever holds it. Refused (SD_RES_VDI_LOCKED) while
+ * the holder's gateway is a member, unless req.vdi.type is
+ * SD_UNLOCK_FORCE: then that gateway also disconnects the holder.
+ */
+#define SD_OP_UNLOCK_VDI 0x88
+#define SD_UNLOCK_FORCE 1
+/*
+ * The log level of the node asked: with SD_FLAG_CMD_WRITE, a uint32_t level
+ * (0 emerg .. 7 debug) to set first; the answer is the level now (uint32_t).
+ */
+#define SD_OP_LOG_LEVEL 0x8A
+/* the node asked stops cleanly and leaves the cluster (the others recover) */
+#define SD_OP_KILL_NODE 0x8B
 /*
  * Ordered among the daemons, never from a client: the header of inode
  * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
@@ -70,6 +85,45 @@
 #define SD_FLAG_CMD_STALE 0x8000
 
 /*
+ * The request id of a peer request: the client request it serves, so that
+ * the tracer of every node it touches records it with the events of the
+ * thread that serves it (collie debug trace cat --all, slow). Internal
+ * header only: a gateway gives each client request (sheepdog protocol or
+ * NBD) a new id; the peer requests it causes carry the id's low 32 bits in
+ * req.id and its high 32 bits, with flags, in the 6 bytes that the
+ * object-shaped header of every peer op keeps reserved (req.obj.reserved:
+ * flags in the first two, little-endian like the rest, the high half in
+ * the last four). 0: no client request (recovery's, a node's own I/O).
+ * SD_REQ_TRACE_SAMPLED: the gateway's tracer, in its request mode (start
+ * --sample, --vdi, --slower-than), chose to record this request: a replica
+ * in that mode records it too, and no other.
+ */
+#define SD_REQ_TRACE_SAMPLED 0x0001
+
+static inline bool sd_is_peer_op(uint8_t opcode)
+{
+	return opcode >= 0xA0 && opcode <= 0xA6;
+}
+
+static inline void sd_req_set_trace(struct sd_req *rq, uint64_t id, uint16_t flags)
+{
+	uint32_t hi = (uint32_t)(id >> 32);
+
+	rq->id = (uint32_t)id;
+	__builtin_memcpy(rq->obj.reserved, &flags, sizeof(flags));
+	__builtin_memcpy(rq->obj.reserved + 2, &hi, sizeof(hi));
+}
+
+static inline uint64_t sd_req_trace_id(const struct sd_req *rq, uint16_t *flags)
+{
+	uint32_t hi;
+
+	__builtin_memcpy(flags, rq->obj.reserved, sizeof(*flags));
+	__builtin_memcpy(&hi, rq->obj.reserved + 2, sizeof(hi));
+	return (uint64_t)hi << 32 | rq->id;
+}
+
+/*
  * Request statistics (collie node stat). STAT_READ answers a snapshot of
  * the always-on counters: struct sd_stat_header, then the TOTAL row (a
  * struct sd_stat_op), nr_ops struct sd_stat_op, nr_queues struct
@@ -97,6 +151,39 @@
  * checker catch a handler that held the main thread.
  */
 #define SD_OP_TEST_STALL_MAIN 0xB5
+/*
+ * TRACE_CLOCK: rsp.trace.generation is the tracer's clock (ns, on
+ * CLOCK_MONOTONIC's scale: the time base of every trace timestamp) when
+ * the daemon answered, read on the main thread without the trace lock.
+ * collie measures each node's offset against its own clock with it before
+ * it merges their traces (cat --all): the answer's midpoint, of the
+ * fastest of several round trips, error +/- half that round trip.
+ */
+#define SD_OP_TRACE_CLOCK 0xB6
+/*
+ * The disks of one node (several disks per node: sheep --disk); 0xC0-0xC5
+ * are the NBD rows of STAT_READ (SD_STAT_NBD_*), no operation.
+ * MD_INFO: payload, struct sd_md_disk[] (rsp.data_length / its size), one
+ * per disk the daemon knows, in the order they were added.
+ * MD_PLUG, MD_UNPLUG: payload (write), a disk's path, NUL-terminated, at
+ * most SD_MD_PATH_LEN bytes with the NUL. The answer comes at once; the
+ * objects that must move go in the background (MD_INFO shows the state).
+ */
+#define SD_OP_MD_INFO 0xD0
+#define SD_OP_MD_PLUG 0xD1
+#define SD_OP_MD_UNPLUG 0xD2
+#define SD_MD_PATH_LEN 256
+/* sd_md_disk.state */
+#define SD_MD_ACTIVE 0	   /* in the ring: objects placed on it */
+#define SD_MD_UNPLUGGING 1 /* out of the ring: its objects move to the others */
+#define SD_MD_UNPLUGGED 2  /* out, every object moved, the directory closed */
+#define SD_MD_FAILED 3	   /* an I/O error or its directory gone: out, its objects refetched */
+struct sd_md_disk {
+	char path[SD_MD_PATH_LEN];
+	uint64_t size, used, nr_objects; /* bytes, bytes of live objects, live objects */
+	uint32_t state;
+	uint32_t vnodes; /* its points on the node's disk ring: its weight */
+};
 
 /* internal result codes */
 #define SD_RES_NO_SUPPORT 0x80	 /* the operation is not built into this daemon */
@@ -112,16 +199,30 @@
 #define SD_RES_NEW_NODE_VER 0x8A /* peer op from a newer epoch than the peer's */
 #define SD_RES_BUFFER_SMALL 0x8B /* the answer does not fit in data_length */
 #define SD_RES_NOT_WAITING 0x8C	 /* FORCE_START: this node waits for no node */
+#define SD_RES_LOCK_NOT_OWNER 0x8D /* RELEASE_VDI: another client holds the lock */
 #define SD_RES_NO_TRACER 0x90	 /* no tracer of that name in this daemon */
 #define SD_RES_TRACE_OFF 0x91	 /* that tracer is not running */
 #define SD_RES_TRACE_FOLLOWERS 0x92 /* every follower slot of the trace is taken */
 #define SD_RES_TRACE_FOLLOW_GONE 0x93 /* this follower's slot went to another */
+/*
+ * START refused: the rings it would take (--buffer-size times the threads
+ * it may trace, with what the tracers that run hold) are over the total
+ * for every ring (SD_TRACE_MAX_TOTAL); rsp.trace.total_length says how
+ * many bytes it would take, rsp.trace.generation the threads counted
+ */
+#define SD_RES_TRACE_TOO_BIG 0x94
+/* START refused: no thread of the daemon is of the --thread kind asked */
+#define SD_RES_TRACE_NO_THREAD 0x95
 /*
  * A peer could not be reached (connect, send or receive failed). Never on
  * the wire: the gateway retries on a new ring, then answers SD_RES_EIO.
  */
 #define SD_RES_NETWORK 0xA0
 #define SD_RES_ACCESS_DENIED 0xA1 /* the client's address may not run this op */
+#define SD_RES_MD_EXIST 0xC0   /* MD_PLUG: that disk is plugged already */
+#define SD_RES_MD_NO_DISK 0xC1 /* MD_UNPLUG: no disk of that path in use */
+#define SD_RES_MD_LAST 0xC2    /* MD_UNPLUG: the node's last disk stays */
+#define SD_RES_MD_BAD_DISK 0xC3 /* MD_PLUG: not a usable directory (or too many disks) */
 
 /* cluster status (rsp.cinfo.status) */
 #define SD_STATUS_OK 0
@@ -138,6 +239,7 @@
 
 #define SD_MAX_NODES 64
 
+
 /* a node's identity on the wire: IPv6 or v4-mapped address and port */
 struct sd_node_id {
 	uint8_t addr[16];
@@ -145,13 +247,36 @@ struct sd_node_id {
 	uint8_t pad[6];
 };
 
+/*
+ * Who holds a VDI lock: the gateway node the client locked through, the
+ * client's address there (IPv6, or v4-mapped), and for an NBD client its
+ * connection (a number unique on that node); conn is 0 for a client of
+ * this protocol (QEMU locks on a short control connection and does its
+ * I/O on another, which the gateway binds the lock to).
+ */
+struct sd_lock_owner {
+	struct sd_node_id node;
+	uint8_t addr[16];
+	uint64_t conn;
+};
+
+/* GET_VDI_LOCKS' answer: a record per locked VDI */
+struct sd_vdi_lock {
+	uint32_t vid;
+	uint32_t pad;
+	struct sd_lock_owner owner;
+};
+
 struct sd_node {
 	struct sd_node_id nid;
 	uint32_t zone;
 	uint16_t nr_vnodes;
-	uint16_t pad;
+	uint16_t flags; /* SD_NODE_* (zero in epoch logs written before flags) */
 	uint64_t space;
 };
+
+/* sheep --gateway: a member that serves clients and stores nothing (on no ring) */
+#define SD_NODE_GATEWAY 0x0001
 
 /* one entry of the epoch history */
 struct sd_epoch_log {
@@ -207,7 +332,22 @@ struct sd_recovery_info {
  *     main=PAT, worker=PAT thread checker: functions that must run on the
  *                          main thread, and on a worker (repeatable)
  *     thread=KIND          trace only the threads of one kind: main, or the
- *                          first word of a thread's name (io, peer, ...)
+ *                          first word of a thread's name (io, peer, ...);
+ *                          SD_RES_TRACE_NO_THREAD when no thread is of it
+ *     sample=N             graph: the request mode (below), one client
+ *                          request in N (1: every one)
+ *     vdi=VID              graph: the request mode, the requests of that VDI
+ *     slower=NS            graph: the request mode, and a thread keeps what
+ *                          it recorded of a request only if its part took
+ *                          at least NS (the rest is given back at its end)
+ *   In the request mode the graph tracer records only the functions that
+ *   threads run for the requests it chose (at the gateway, which says so in
+ *   the peer requests' SD_REQ_TRACE_SAMPLED): a call made for another
+ *   request, or for none, costs a test of a thread-local flag.
+ *   req.trace.depth is at most SD_TRACE_MAX_DEPTH, req.trace.buffer_size at
+ *   most SD_TRACE_MAX_BUFFER (SD_RES_INVALID_PARMS), and the rings of the
+ *   threads it may trace within SD_TRACE_MAX_TOTAL with the rings that the
+ *   running tracers hold (SD_RES_TRACE_TOO_BIG).
  *   A payload without the WRITE flag is refused (SD_RES_INVALID_PARMS).
  *   SD_RES_TRACE_BUSY if that tracer runs already, SD_RES_NO_TRACER if there
  *   is none of that name, SD_RES_NO_MATCH if a pattern set chose nothing.
@@ -219,13 +359,29 @@ struct sd_recovery_info {
  * TRACE_READ: req.trace.format (SD_TRACE_FMT_*), req.trace.offset,
  *   req.trace.tracer_flags (SD_TRACER_*; 0: the tracer started last, or
  *   profile for SD_TRACE_FMT_PROFILE), data_length = the chunk wanted. The
- *   daemon renders a snapshot of the buffers when offset is 0 and serves it
- *   in chunks; rsp.trace.total_length is the snapshot's size and
- *   rsp.trace.generation names it (a reader restarts if it changes under
- *   it). SD_TRACE_FMT_PROFILE is the profile tracer's table, one line per
+ *   daemon starts a rendering when offset is 0, named by
+ *   rsp.trace.generation, and renders it as it is read, chunk after chunk
+ *   (its memory stays bounded whatever the trace's size); a later READ
+ *   names it in req.trace.buffer_size (0: the newest) and reads on at its
+ *   offset. rsp.trace.total_length is UINT64_MAX while more follows, the
+ *   rendering's size in the answer that ends it. Two renderings may be read
+ *   at once; a third, or a START, ends the oldest (SD_RES_INVALID_PARMS for
+ *   its reader). SD_TRACE_FMT_PROFILE is the profile tracer's table, one line per
  *   function called: "name calls total_ns self_ns min_ns max_ns" then 40
  *   counts of calls taking [2^k, 2^(k+1)) ns, k = 0..39 (the last bucket
- *   holds every longer call too).
+ *   holds every longer call too). SD_TRACE_FMT_EVENTS is the graph
+ *   tracer's records for a program (collie merges nodes with it): a first
+ *   line "# sheep trace events 1 pid PID", then per thread
+ *     "T tid comm"                              its records follow
+ *     "Q tid ts_ns id flags opcode oid wait_ns"  it begins serving a request
+ *                                    (flags: SD_REQ_TRACE_* | 0x100 at the
+ *                                    gateway; wait_ns since it was queued)
+ *     "D tid ts_ns id result"                   it is done with it
+ *     "C tid depth entry_ns dur_ns id name"     a call (id: its request, 0:
+ *                                    none), in the order of the returns
+ *     "O tid depth entry_ns id name"            a call whose return was not
+ *                                    recorded
+ *   ids and oids in hex, times in ns of the tracer's clock.
  * TRACE_FOLLOW: req.trace.tracer_flags as for READ (graph or function),
  *   req.trace.offset 0 to become a new follower, from the oldest record still
  *   held, or the follower's handle (rsp.trace.generation of its previous
@@ -244,6 +400,12 @@ struct sd_recovery_info {
 #define SD_TRACE_FMT_CHROME 2
 #define SD_TRACE_FMT_CSV 3
 #define SD_TRACE_FMT_PROFILE 4
+#define SD_TRACE_FMT_EVENTS 5
+
+/* the tracer's limits: what START refuses past them */
+#define SD_TRACE_MAX_DEPTH 128
+#define SD_TRACE_MAX_BUFFER (256ULL << 20) /* bytes per thread */
+#define SD_TRACE_MAX_TOTAL (512ULL << 20)  /* every ring of every tracer */
 
 #define SD_TRACER_GRAPH 1
 #define SD_TRACER_FUNCTION 2
@@ -267,12 +429,14 @@ struct sd_trace_status {
 	uint64_t buffer_size;
 	uint32_t depth;
 	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
+	uint64_t mem_bytes;   /* held by every ring of every tracer, stopped ones' too */
+	uint64_t mem_max;     /* what they may take in all (SD_TRACE_MAX_TOTAL) */
 };
 
 /* payload of SD_OP_STAT_READ */
 #define SD_STAT_VERSION 1
 #define SD_STAT_NR_BUCKETS 32 /* bucket 0: 0-1 us, bucket k: 2^k .. 2^(k+1)-1 us */
-#define SD_STAT_MAX_OPS 48
+#define SD_STAT_MAX_OPS 64
 /*
  * The rows of the NBD front-end's commands in STAT_READ (sd_stat_op.opcode):
  * no operation of the protocol, numbers that none uses
@@ -357,6 +521,63 @@ struct sd_trace_tracer {
 	uint32_t nr_threads;
 	uint32_t nr_untraced; /* threads not traced: the total of every ring was taken */
 };
+
+/*
+ * The name of an opcode of a request the tracer follows (collie debug trace
+ * cat, slow): the client's object and VDI ops, the peer ops and the NBD
+ * commands' rows; "op" for another
+ */
+static inline const char *sd_op_name(uint8_t opcode)
+{
+	switch (opcode) {
+	case SD_OP_CREATE_AND_WRITE_OBJ:
+		return "create_and_write_obj";
+	case SD_OP_READ_OBJ:
+		return "read_obj";
+	case SD_OP_WRITE_OBJ:
+		return "write_obj";
+	case SD_OP_REMOVE_OBJ:
+		return "remove_obj";
+	case SD_OP_NEW_VDI:
+		return "new_vdi";
+	case SD_OP_LOCK_VDI:
+		return "lock_vdi";
+	case SD_OP_RELEASE_VDI:
+		return "release_vdi";
+	case SD_OP_GET_VDI_INFO:
+		return "get_vdi_info";
+	case SD_OP_READ_VDIS:
+		return "read_vdis";
+	case SD_OP_FLUSH_VDI:
+		return "flush_vdi";
+	case SD_OP_DEL_VDI:
+		return "del_vdi";
+	case SD_OP_READ_PEER:
+		return "read_peer";
+	case SD_OP_WRITE_PEER:
+		return "write_peer";
+	case SD_OP_CREATE_AND_WRITE_PEER:
+		return "create_and_write_peer";
+	case SD_OP_REMOVE_PEER:
+		return "remove_peer";
+	case SD_OP_FLUSH_PEER:
+		return "flush_peer";
+	case SD_STAT_NBD_READ:
+		return "nbd_read";
+	case SD_STAT_NBD_WRITE:
+		return "nbd_write";
+	case SD_STAT_NBD_FLUSH:
+		return "nbd_flush";
+	case SD_STAT_NBD_TRIM:
+		return "nbd_trim";
+	case SD_STAT_NBD_WRITE_ZEROES:
+		return "nbd_write_zeroes";
+	case SD_STAT_NBD_BLOCK_STATUS:
+		return "nbd_block_status";
+	default:
+		return "op";
+	}
+}
 
 _Static_assert(sizeof(struct sd_trace_tracer) == 80, "trace tracer layout");
 _Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");

@@ -14,6 +14,7 @@
 #ifndef RING_H
 #define RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "internal_proto.h"
 
@@ -33,7 +34,9 @@ struct sd_ring {
 
 /*
  * Build ring from nodes[nr] (nr <= SD_MAX_NODES; a node with nr_vnodes 0
- * counts as SD_DEFAULT_VNODES). 0 or -errno; free with ring_free().
+ * counts as SD_DEFAULT_VNODES). A gateway (SD_NODE_GATEWAY) stores nothing:
+ * ring->nodes holds the other nodes only, in their order. 0 or -errno;
+ * free with ring_free().
  */
 #define SD_DEFAULT_VNODES 128
 int ring_build(struct sd_ring *ring, const struct sd_node *nodes, int nr);
@@ -41,6 +44,8 @@ void ring_free(struct sd_ring *ring);
 
 /* the ring position of an object */
 uint64_t ring_oid_hash(uint64_t oid);
+/* the same hash (FNV-1a-64 and the finaliser) of len bytes: a name's */
+uint64_t ring_buf_hash(const void *buf, size_t len);
 
 /*
  * The nodes that hold oid: fills idx[] with up to copies indexes into

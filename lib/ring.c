@@ -41,7 +41,12 @@ static uint64_t vnode_hash(const struct sd_node *n, uint32_t i)
 
 uint64_t ring_oid_hash(uint64_t oid)
 {
-	return fmix64(fnv1a_64(&oid, sizeof(oid), FNV1A_64_INIT));
+	return ring_buf_hash(&oid, sizeof(oid));
+}
+
+uint64_t ring_buf_hash(const void *buf, size_t len)
+{
+	return fmix64(fnv1a_64(buf, len, FNV1A_64_INIT));
 }
 
 static int cmp_vnode(const void *a, const void *b)
@@ -66,23 +71,31 @@ int ring_build(struct sd_ring *ring, const struct sd_node *nodes, int nr)
 	memset(ring, 0, sizeof(*ring));
 	if (nr < 0 || nr > SD_MAX_NODES)
 		return -EINVAL;
-	for (int i = 0; i < nr; i++) {
-		total += nodes[i].nr_vnodes ? nodes[i].nr_vnodes : SD_DEFAULT_VNODES;
+	/* the nodes that store: a gateway owns no point and is not in ring->nodes */
+	for (int i = 0; i < nr; i++)
+		if (!(nodes[i].flags & SD_NODE_GATEWAY))
+			ring->nodes[ring->nr_nodes++] = nodes[i];
+	for (int i = 0; i < ring->nr_nodes; i++) {
+		const struct sd_node *n = &ring->nodes[i];
 		int seen = 0;
+
+		total += n->nr_vnodes ? n->nr_vnodes : SD_DEFAULT_VNODES;
 		for (int j = 0; j < i; j++)
-			if (nodes[j].zone == nodes[i].zone)
+			if (ring->nodes[j].zone == n->zone)
 				seen = 1;
 		ring->nr_zones += !seen;
 	}
 	ring->vnodes = total ? calloc(total, sizeof(*ring->vnodes)) : NULL;
-	if (total && !ring->vnodes)
+	if (total && !ring->vnodes) {
+		ring->nr_nodes = 0;
 		return -ENOMEM;
-	ring->nr_nodes = nr;
-	memcpy(ring->nodes, nodes, nr * sizeof(*nodes));
-	for (int i = 0; i < nr; i++) {
-		int nv = nodes[i].nr_vnodes ? nodes[i].nr_vnodes : SD_DEFAULT_VNODES;
+	}
+	for (int i = 0; i < ring->nr_nodes; i++) {
+		const struct sd_node *n = &ring->nodes[i];
+		int nv = n->nr_vnodes ? n->nr_vnodes : SD_DEFAULT_VNODES;
+
 		for (int v = 0; v < nv; v++) {
-			ring->vnodes[k].hash = vnode_hash(&nodes[i], (uint32_t)v);
+			ring->vnodes[k].hash = vnode_hash(n, (uint32_t)v);
 			ring->vnodes[k].node_idx = (uint16_t)i;
 			k++;
 		}

@@ -45,13 +45,21 @@ static const char *const messages[] = {
 	[SD_RES_NEW_NODE_VER] = "request from a newer epoch than this node's",
 	[SD_RES_BUFFER_SMALL] = "the answer does not fit in the buffer given",
 	[SD_RES_NOT_WAITING] = "this node is not waiting for other nodes",
+	[SD_RES_LOCK_NOT_OWNER] = "the lock is another client's",
 	[SD_RES_NO_TRACER] = "no such tracer",
 	[SD_RES_TRACE_OFF] = "that tracer is not running",
 	[SD_RES_TRACE_FOLLOWERS] = "too many followers of the trace (4 at once)",
-	[SD_RES_TRACE_FOLLOW_GONE] = "this follower was silent too long: its cursor went to another",
+	[SD_RES_TRACE_FOLLOW_GONE] =
+	    "this follower was silent too long: its cursor went to another",
+	[SD_RES_TRACE_TOO_BIG] = "the tracer's rings would be over their total for every thread",
+	[SD_RES_TRACE_NO_THREAD] = "no thread of the daemon is of that kind",
 	[SD_RES_NETWORK] = "cannot reach a peer node",
 	[SD_RES_ACCESS_DENIED] = "access denied: this address may not run that operation "
 				 "(see sheep --admin-allow)",
+	[SD_RES_MD_EXIST] = "that disk is plugged already",
+	[SD_RES_MD_NO_DISK] = "no disk of that path is in use on this node",
+	[SD_RES_MD_LAST] = "the node's last disk cannot be unplugged",
+	[SD_RES_MD_BAD_DISK] = "not a usable disk: a writable directory, and at most 64 disks",
 };
 
 const char *sd_strerror(int result)

@@ -2,18 +2,30 @@
 # Install what building and testing need, from Debian 12's packages.
 # Run as root. Quiet unless something fails.
 set -e
-# what the tests use besides: python3, iproute2 (ip, ss), systemd
+# what the tests use besides: python3, iproute2 (ip, ss), man-db (326 renders
+# the man pages), systemd
 # (systemd-analyze checks the unit), librsvg2-bin (rsvg-convert renders the
 # flame graph of test 120), prometheus (and its promtool: the /metrics test
 # scrapes a sheep with a real one), qemu-utils, libnbd-bin and nbdkit (real
 # NBD clients for the NBD tests)
 PKGS="build-essential autoconf automake libtool pkg-config check libelf-dev corosync libcpg-dev libquorum-dev libcfg-dev"
-PKGS="$PKGS python3 iproute2 systemd librsvg2-bin prometheus"
+# the zookeeper cluster driver: its C client, and the server (Java) the tests start
+PKGS="$PKGS libzookeeper-mt-dev zookeeper"
+# libsystemd-dev: sd_notify, so that sheep@.service is Type=notify
+PKGS="$PKGS libsystemd-dev"
+PKGS="$PKGS python3 iproute2 systemd librsvg2-bin prometheus man-db"
 PKGS="$PKGS qemu-utils libnbd-bin nbdkit"
+# collie's backup streams and cluster snapshots (zstd, xxHash); xxhsum re-signs
+# the headers that the backup tests alter
+PKGS="$PKGS libzstd-dev libxxhash-dev xxhash"
+# erasure-coded VDIs: ISA-L encodes and rebuilds the strips
+PKGS="$PKGS libisal-dev"
 # tests/bench/trace-overhead: the user-space anchor of the tracer's costs
 PKGS="$PKGS uftrace valgrind"
 # clang: the libFuzzer harnesses (script/fuzz, configure --enable-fuzz)
 PKGS="$PKGS clang"
+# the Debian packages (debian/, script/deb-check): build and lint them
+PKGS="$PKGS dpkg-dev debhelper lintian"
 # apt_retry ARGS: apt-get ARGS, waiting (up to 10 minutes) while another apt
 # or dpkg holds its lock instead of giving up at once
 apt_retry() {

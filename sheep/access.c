@@ -37,8 +37,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "access.h"
+#include "group.h"
+#include "ops.h"
 
 #define MAX_ALLOW 32
 

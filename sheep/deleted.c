@@ -17,6 +17,11 @@
  * (GET_DELETED) before it recovers anything. Recovery neither fetches
  * such an object nor keeps a copy of it.
  *
+ * A record's kept indexes only shrink: once the last live VDI that read a
+ * kept object is deleted too, that delete frees the object (vdi.c) and the
+ * record lets it go (deleted_add again, with what is still read). Records
+ * that meet (a joining node's and a member's) keep what both keep.
+ *
  * The records are sorted by vid, each with its kept indexes sorted, under
  * one mutex: recovery's fetchers look them up.
  */
@@ -29,9 +34,14 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "lock.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "deleted.h"
+#include "group.h"
+#include "peer_io.h"
+#include "request.h"
 
 #define DELETED_FILE "deleted"
 /* the most GET_DELETED may carry: a record per vid, hardly any kept index */
@@ -65,15 +75,44 @@ static struct del_rec *find_rec(uint32_t vid, size_t *pos)
 	return lo < nr_recs && recs[lo].vid == vid ? &recs[lo] : NULL;
 }
 
-/* insert a record (kept is taken over); caller holds del_lock. 0 or -ENOMEM */
-static int insert_rec(uint32_t vid, uint32_t nr_kept, uint32_t *kept)
+/* keep in r only the indexes that kept[nr] holds too (both sorted): whether r changed */
+static bool intersect(struct del_rec *r, const uint32_t *kept, uint32_t nr)
 {
+	uint32_t n = 0, j = 0;
+
+	for (uint32_t i = 0; i < r->nr_kept; i++) {
+		while (j < nr && kept[j] < r->kept[i])
+			j++;
+		if (j < nr && kept[j] == r->kept[i])
+			r->kept[n++] = r->kept[i];
+	}
+	if (n == r->nr_kept)
+		return false;
+	r->nr_kept = n;
+	return true;
+}
+
+/*
+ * Insert a record (kept, sorted, is taken over), or let an existing one
+ * keep only what both keep; *changed (if given) says whether anything did.
+ * Caller holds del_lock. 0 or -ENOMEM.
+ */
+static int insert_rec(uint32_t vid, uint32_t nr_kept, uint32_t *kept, bool *changed)
+{
+	struct del_rec *r;
 	size_t pos;
 
-	if (find_rec(vid, &pos)) {
+	r = find_rec(vid, &pos);
+	if (r) {
+		bool c = intersect(r, kept, nr_kept);
+
+		if (changed)
+			*changed = c;
 		free(kept);
 		return 0;
 	}
+	if (changed)
+		*changed = true;
 	if (nr_recs == cap_recs) {
 		size_t cap = cap_recs ? cap_recs * 2 : 64;
 		struct del_rec *n = realloc(recs, cap * sizeof(*n));
@@ -112,8 +151,13 @@ static void pack(uint32_t *p)
 	}
 }
 
-/* add the packed records of buf (len bytes); caller holds del_lock. 0, -EINVAL or -ENOMEM */
-static int unpack(const uint32_t *p, size_t len, int *nr_new)
+/*
+ * Add the packed records of buf (len bytes): *nr_new (if given) counts the
+ * vids new here, *changed (if given) whether anything changed. Caller holds
+ * del_lock. 0, -EINVAL (not records: a kept list not strictly increasing
+ * too, which the merge relies on) or -ENOMEM.
+ */
+static int unpack(const uint32_t *p, size_t len, int *nr_new, bool *changed)
 {
 	size_t n = len / sizeof(uint32_t), i = 0;
 	int ret = 0;
@@ -124,9 +168,14 @@ static int unpack(const uint32_t *p, size_t len, int *nr_new)
 		uint32_t vid = p[i], nr_kept = p[i + 1];
 		uint32_t *kept = NULL;
 
+		bool c;
+
 		i += 2;
 		if (nr_kept > MAX_DATA_OBJS || nr_kept > n - i || !vid || vid >= SD_NR_VDIS)
 			return -EINVAL;
+		for (uint32_t k = 1; k < nr_kept; k++)
+			if (p[i + k] <= p[i + k - 1])
+				return -EINVAL;
 		if (nr_kept) {
 			kept = malloc(nr_kept * sizeof(uint32_t));
 			if (!kept)
@@ -136,7 +185,9 @@ static int unpack(const uint32_t *p, size_t len, int *nr_new)
 		i += nr_kept;
 		if (!find_rec(vid, NULL) && nr_new)
 			(*nr_new)++;
-		ret = insert_rec(vid, nr_kept, kept);
+		ret = insert_rec(vid, nr_kept, kept, &c);
+		if (changed && c)
+			*changed = true;
 	}
 	return ret ? ret : i == n ? 0 : -EINVAL;
 }
@@ -156,14 +207,14 @@ static int save(void)
 	return ret;
 }
 
-int deleted_init(void)
+int deleted_init(const char *dir)
 {
 	char path[4200];
 	struct stat st;
 	uint32_t *buf;
 	int fd, ret;
 
-	snprintf(path, sizeof(path), "%s/" DELETED_FILE, sys.dir);
+	snprintf(path, sizeof(path), "%s/" DELETED_FILE, dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
@@ -181,7 +232,7 @@ int deleted_init(void)
 	close(fd);
 	if (!ret) {
 		sd_mutex_lock(&del_lock);
-		ret = unpack(buf, (size_t)st.st_size, NULL);
+		ret = unpack(buf, (size_t)st.st_size, NULL, NULL);
 		sd_mutex_unlock(&del_lock);
 	}
 	free(buf);
@@ -196,6 +247,7 @@ int deleted_init(void)
 int deleted_add(uint32_t vid, const uint8_t *shared)
 {
 	uint32_t nr_kept = 0, *kept = NULL;
+	bool changed;
 	int ret;
 
 	for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
@@ -211,11 +263,28 @@ int deleted_add(uint32_t vid, const uint8_t *shared)
 				kept[nr_kept++] = i;
 	}
 	sd_mutex_lock(&del_lock);
-	ret = insert_rec(vid, nr_kept, kept);
-	if (!ret)
+	ret = insert_rec(vid, nr_kept, kept, &changed);
+	if (!ret && changed)
 		ret = save();
 	sd_mutex_unlock(&del_lock);
 	return ret;
+}
+
+uint32_t deleted_kept(uint32_t vid, uint8_t *kept)
+{
+	const struct del_rec *r;
+	uint32_t n = 0;
+
+	memset(kept, 0, MAX_DATA_OBJS / 8);
+	sd_mutex_lock(&del_lock);
+	r = find_rec(vid, NULL);
+	if (r) {
+		for (uint32_t i = 0; i < r->nr_kept; i++)
+			sd_vid_set(kept, r->kept[i]);
+		n = r->nr_kept;
+	}
+	sd_mutex_unlock(&del_lock);
+	return n;
 }
 
 static bool is_kept(const struct del_rec *r, uint32_t idx)
@@ -284,6 +353,7 @@ int deleted_sync_from(const struct sd_node_id *nid)
 	struct sd_rsp rsp;
 	void *buf = NULL;
 	int ret, nr_new = 0;
+	bool changed = false;
 
 	for (;;) {
 		free(buf);
@@ -303,8 +373,8 @@ int deleted_sync_from(const struct sd_node_id *nid)
 	if (ret != SD_RES_SUCCESS)
 		goto out_free;
 	sd_mutex_lock(&del_lock);
-	ret = unpack(buf, rsp.data_length, &nr_new);
-	if (!ret && nr_new)
+	ret = unpack(buf, rsp.data_length, &nr_new, &changed);
+	if (!ret && changed)
 		ret = save();
 	sd_mutex_unlock(&del_lock);
 	if (ret) {

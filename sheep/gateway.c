@@ -1,7 +1,9 @@
 /*
- * Client object I/O: the gateway. Any sheep accepts a client's object
- * request and forwards it to the replica nodes that the ring of the current
- * epoch names for the oid (the local replica goes straight to the store).
+ * Object I/O: the gateway. Any sheep accepts a client's object request
+ * (the sheepdog protocol's object ops, obj_ops.c, and NBD, nbd_io.c, both
+ * through gateway.h) and forwards it to the replica nodes that the ring of
+ * the current epoch names for the oid (the local replica goes straight to
+ * the store).
  *
  * - Writes go to every replica at once (peer_fanout_work: the request goes
  *   to every remote replica together, from this thread, and the local copy
@@ -21,8 +23,9 @@
  * - A discard (a write that zeroes entries of a VDI's own data map) removes
  *   the objects it unmaps, so that a later create starts from zeros.
  *
- * Runs on io workers (client requests) and on the cluster worker (inodes of
- * ordered VDI operations); every request to a peer goes through peer_io.c.
+ * Runs on io and nbd workers (client requests) and on the cluster worker
+ * (inodes of ordered VDI operations); every request to a peer goes
+ * through peer_io.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,8 +33,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "inode.h"
-#include "sheep_priv.h"
+#include "daemon.h"
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "ec.h"
+#include "gateway.h"
+#include "gateway_ec.h"
+#include "group.h"
+#include "peer_io.h"
+#include "peer_iter.h"
+#include "replica.h"
+#include "request.h"
+#include "stat.h"
+#include "vdi_table.h"
 #include "store/store.h"
 
 #define GW_RETRY_MS 10000
@@ -62,6 +77,22 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * Before a retry. OLD_NODE_VER: a replica is on a newer epoch than this
+ * node's ring, which this node is about to learn: wait until it is
+ * published, woken at once (at most GW_RETRY_SLEEP_MS). A replica behind
+ * (NEW_NODE_VER) or unreachable: a pause of 1 ms that doubles up to
+ * GW_RETRY_SLEEP_MS. So an epoch change costs a client request about the
+ * time the nodes take to agree on it, not rounds of a fixed pause.
+ */
+static void retry_wait(int ret, uint32_t epoch, int *pause_ms)
+{
+	if (ret == SD_RES_OLD_NODE_VER && group_wait_epoch(epoch, GW_RETRY_SLEEP_MS))
+		return;
+	sleep_ms(*pause_ms);
+	*pause_ms = min_t(int, *pause_ms * 2, GW_RETRY_SLEEP_MS);
+}
+
 static int local_io(const struct gw_io *io)
 {
 	switch (io->opcode) {
@@ -76,7 +107,7 @@ static int local_io(const struct gw_io *io)
 		return replica_create_and_write(io->oid, io->buf, io->len, io->off, io->off,
 						io->len, io->sync);
 	case SD_OP_REMOVE_PEER:
-		return sd_store->remove(io->oid);
+		return replica_remove(io->oid);
 	default:
 		return SD_RES_INVALID_PARMS;
 	}
@@ -188,7 +219,7 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 	int idx[SD_MAX_NODES];
 	int n = ring_map(&er->ring, io->oid, io->copies, idx);
 	int ret = SD_RES_SUCCESS, nr = 0, r;
-	struct peer_call calls[SD_MAX_COPIES];
+	struct peer_call calls[SD_MAX_NODES];
 	struct local_part l = { .io = io, .ret = SD_RES_SUCCESS };
 	struct peer_work w = { local_step, &l, sliced(io) };
 	bool local = false;
@@ -196,19 +227,29 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 
 	if (n < io->copies)
 		return SD_RES_HALT;
+	/*
+	 * A removal goes to every node: a copy may live on one that the ring
+	 * no longer names (recovery has not cleaned it yet), and a live copy
+	 * left there would be fetched back.
+	 */
+	if (io->opcode == SD_OP_REMOVE_PEER)
+		for (n = 0; n < er->ring.nr_nodes; n++)
+			idx[n] = n;
 	make_peer_req(&rq, io, er->epoch);
-	for (int i = 0; i < n && nr < SD_MAX_COPIES; i++) {
+	for (int i = 0; i < n && nr < SD_MAX_NODES; i++) {
 		if (idx[i] == er->local_idx)
 			local = true;
 		else
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[idx[i]].nid };
 	}
 	peer_fanout_work(&rq, io->buf, calls, nr, local ? &w : NULL);
+	/* removing what a node does not have is no failure, here or there */
+	if (io->opcode == SD_OP_REMOVE_PEER && l.ret == SD_RES_NO_OBJ)
+		l.ret = SD_RES_SUCCESS;
 	if (l.ret != SD_RES_SUCCESS)
 		ret = l.ret;
 	for (int i = 0; i < nr; i++) {
 		r = calls[i].result;
-		/* removing what a replica does not have is no failure */
 		if (io->opcode == SD_OP_REMOVE_PEER && r == SD_RES_NO_OBJ)
 			r = SD_RES_SUCCESS;
 		if (r != SD_RES_SUCCESS && !retryable(ret))
@@ -229,7 +270,7 @@ static int do_io(struct gw_io *io)
 {
 	uint64_t deadline = sd_now_ns() + (uint64_t)GW_RETRY_MS * 1000000;
 	uint32_t last_epoch = 0;
-	int ret;
+	int ret, pause_ms = 1;
 
 	io->copies = io_copies(io->oid, io->copies);
 	for (;;) {
@@ -247,9 +288,9 @@ static int do_io(struct gw_io *io)
 		last_epoch = er->epoch;
 		group_ring_put(er);
 		/* stopping: the peers' sockets are cut, retrying cannot help */
-		if (!retryable(ret) || sd_now_ns() > deadline || sys.shutting_down)
+		if (!retryable(ret) || sd_now_ns() > deadline || daemon_stopping())
 			break;
-		sleep_ms(GW_RETRY_SLEEP_MS);
+		retry_wait(ret, last_epoch, &pause_ms);
 	}
 	if (ret != SD_RES_SUCCESS)
 		sd_debug("%016" PRIx64 " op 0x%02x epoch %" PRIu32 ": %s", io->oid, io->opcode,
@@ -259,269 +300,235 @@ static int do_io(struct gw_io *io)
 	return ret;
 }
 
-int gateway_obj_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int copies)
+/* the VDI's copies: attr's, else the table's, else the cluster's (io_copies) */
+static int attr_copies(const struct vdi_attr *attr)
 {
-	struct gw_io io = { SD_OP_READ_PEER, oid, buf, len, off, true, copies };
-
-	return do_io(&io);
-}
-
-int gateway_obj_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool create,
-		      int copies)
-{
-	uint8_t op = create ? SD_OP_CREATE_AND_WRITE_PEER : SD_OP_WRITE_PEER;
-	struct gw_io io = { op, oid, (void *)buf, len, off, true, copies };
-
-	return do_io(&io);
-}
-
-int gateway_obj_remove(uint64_t oid, int copies)
-{
-	struct gw_io io = { SD_OP_REMOVE_PEER, oid, NULL, 0, 0, true, copies };
-
-	return do_io(&io);
+	return attr ? attr->nr_copies : 0;
 }
 
 /*
- * Resolve once what a client's object request needs of its VDI (attr: the
- * object size, the copies, whether the data is frozen) and check the
- * request against it. A VDI that another node just created may not be
- * applied here yet: a write waits for it a little. A read of an object of
- * a VDI unknown here may be of any object size. SD_RES_*.
+ * The scheme of a data object's VDI when it is erasure-coded (D, P and the
+ * object size): true, else false (replicated; inodes and vmstate always
+ * are). attr's when the table filled it (nr_copies set: its copy_policy,
+ * 0 included, is the VDI's, and a replicated request takes no lock here),
+ * else the table's: a VDI never mixes schemes.
  */
-static int check_object(const struct sd_req *rq, bool write, struct vdi_attr *attr)
+static bool ec_scheme(uint64_t oid, const struct vdi_attr *attr, int *d, int *p, uint8_t *shift)
 {
-	uint64_t oid = rq->obj.oid, size;
-	int ret = vdi_get_attr(oid_to_vid(oid), attr);
+	uint8_t policy;
+	bool snapshot;
 
-	for (int i = 0; ret == SD_RES_NO_VDI && write && i < 100; i++) {
-		sleep_ms(10);
-		ret = vdi_get_attr(oid_to_vid(oid), attr);
-	}
-	if (ret && write)
-		return ret;
-	if (ret) {
-		*attr = (struct vdi_attr){ .shift = SD_MAX_BLOCK_SIZE_SHIFT };
-	} else if (!is_vdi_obj(oid) &&
-		   (attr->shift < SD_MIN_BLOCK_SIZE_SHIFT || attr->shift > SD_MAX_BLOCK_SIZE_SHIFT)) {
-		sd_err("vid %06" PRIx32 " has an unusable object size (shift %u)", oid_to_vid(oid),
-		       attr->shift);
-		return SD_RES_EIO;
-	}
-	size = is_vdi_obj(oid) ? SD_INODE_SIZE : (UINT64_C(1) << attr->shift);
-	if (rq->obj.offset + rq->data_length > size)
-		return SD_RES_INVALID_PARMS;
-	/* no data object lies past the VDI's end (a size grows, never shrinks) */
-	if (!ret && is_data_obj(oid) && ((uint64_t)oid_to_idx(oid) << attr->shift) >= attr->size)
-		return SD_RES_INVALID_PARMS;
+	if (!is_data_obj(oid) || ec_oid_strip(oid) >= 0)
+		return false;
+	policy = attr && attr->nr_copies ? attr->copy_policy : vdi_copy_policy(oid_to_vid(oid));
+	if (!policy || !ec_policy_to_dp(policy, d, p))
+		return false;
 	/*
-	 * a snapshot's data is frozen, and so is its inode's map (the header
-	 * stays inode.c's to check): QEMU re-resolves on READONLY
+	 * The table's object size: it knows a deleted VDI's too (whose objects
+	 * its descendants still read), for which attr says only "any size"
 	 */
-	if (write && attr->snapshot &&
-	    (!is_vdi_obj(oid) || rq->obj.offset + rq->data_length > SD_INODE_HEADER_SIZE))
-		return SD_RES_READONLY;
-	return SD_RES_SUCCESS;
+	*shift = 0;
+	vdi_lookup_attr(oid_to_vid(oid), shift, &snapshot);
+	if (*shift < SD_MIN_BLOCK_SIZE_SHIFT || *shift > SD_MAX_BLOCK_SIZE_SHIFT)
+		*shift = attr && attr->shift ? attr->shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	return true;
 }
 
-static bool is_sync(const struct sd_req *rq)
+int gateway_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, const struct vdi_attr *attr)
 {
-	return !(rq->flags & SD_FLAG_CMD_CACHE);
-}
+	struct gw_io io = { SD_OP_READ_PEER, oid, buf, len, off, true, attr_copies(attr) };
+	uint8_t shift;
+	int d, p;
 
-int gateway_read_obj(struct request *req)
-{
-	const struct sd_req *rq = &req->rq;
-	struct gw_io io = { SD_OP_READ_PEER, rq->obj.oid, req->data, rq->data_length,
-			    rq->obj.offset, true, 0 };
-	struct vdi_attr attr;
-	int ret = check_object(rq, false, &attr);
-
-	if (ret)
-		return ret;
-	io.copies = attr.nr_copies;
-	ret = do_io(&io);
-	if (ret == SD_RES_SUCCESS)
-		req->rp.data_length = rq->data_length;
-	return ret;
+	if (ec_scheme(oid, attr, &d, &p, &shift))
+		return gateway_ec_read(oid, buf, len, off, d, p, shift);
+	return do_io(&io);
 }
 
 /*
  * A small read that this node's copy serves from memory, on the main
- * thread (the op's try_inline: request.c calls it before it would queue
- * the read): the replica that read_once tries first is this node, and the
+ * thread: the replica that read_once tries first is this node, and the
  * store has the bytes in its page cache (read_cached: a cached descriptor,
  * no wait for the disk). A worker's wake-up and the main thread's second
  * loop turn for the completion were about 23 us of a 4 KiB read's 57 at
  * queue depth 1 (the profile tracer: wq_queue_at 11 us, done_handler 12).
- * At most GW_INLINE_READ_MAX bytes: the copy holds the loop. True when it
- * answered (req->rp set); false, and the worker's read decides as always,
- * errors included.
+ * At most GW_INLINE_READ_MAX bytes: the copy holds the loop.
  */
 #define GW_INLINE_READ_MAX (64U << 10)
 
-bool gateway_read_obj_inline(struct request *req)
+bool gateway_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t off,
+			 const struct vdi_attr *attr)
 {
-	const struct sd_req *rq = &req->rq;
-	struct vdi_attr attr;
 	struct epoch_ring *er;
 	struct peer_iter it;
 	bool done = false;
+	uint8_t shift;
+	int d, p;
 
-	if (!sd_store->read_cached || rq->data_length > GW_INLINE_READ_MAX ||
-	    check_object(rq, false, &attr) != SD_RES_SUCCESS)
+	if (!sd_store->read_cached || len > GW_INLINE_READ_MAX ||
+	    ec_scheme(oid, attr, &d, &p, &shift))
 		return false;
 	er = group_ring_get();
 	if (!er)
 		return false;
-	if (peer_iter_init(&it, er, rq->obj.oid, io_copies(rq->obj.oid, attr.nr_copies), true, 0) &&
+	if (peer_iter_init(&it, er, oid, io_copies(oid, attr_copies(attr)), true, 0) &&
 	    peer_iter_next(&it) == er->local_idx && er->local_idx >= 0 &&
-	    sd_store->read_cached(rq->obj.oid, req->data, rq->data_length, rq->obj.offset)) {
-		req->rp.data_length = rq->data_length;
-		req->rp.result = SD_RES_SUCCESS;
+	    sd_store->read_cached(oid, buf, len, off))
 		done = true;
-	}
 	group_ring_put(er);
 	return done;
 }
 
 /*
- * A client's write to an inode's header changes only what QEMU's driver
- * changes (inode.c), checked against the header the replicas hold.
+ * A snapshot's data is frozen, and so is its inode's map (the header
+ * stays writable: QEMU and collie change a snapshot's tag): a write the
+ * caller makes for a client, with the VDI's attributes, is refused.
  */
-static int check_inode_write(const struct sd_req *rq, const void *data, int copies)
+static bool frozen(uint64_t oid, uint64_t off, uint32_t len, const struct vdi_attr *attr)
 {
-	struct sd_inode_header *h;
-	int ret;
-
-	if (!is_vdi_obj(rq->obj.oid) || rq->obj.offset >= SD_INODE_HEADER_SIZE)
-		return SD_RES_SUCCESS;
-	h = malloc(sizeof(*h));
-	if (!h)
-		return SD_RES_NO_MEM;
-	ret = gateway_obj_read(rq->obj.oid, h, SD_INODE_HEADER_SIZE, 0, copies);
-	if (ret == SD_RES_SUCCESS)
-		ret = inode_check_write(h, rq->obj.offset, data, rq->data_length);
-	free(h);
-	if (ret == SD_RES_INVALID_PARMS)
-		sd_warn("refused a write of %" PRIu32 " bytes at %" PRIu64
-			" to the header of vid %06" PRIx32 ": only QEMU's fields may change",
-			rq->data_length, rq->obj.offset, oid_to_vid(rq->obj.oid));
-	return ret;
+	return attr && attr->snapshot && (!is_vdi_obj(oid) || off + len > SD_INODE_HEADER_SIZE);
 }
 
 /*
- * A discard, as QEMU sends it: a write of zeros over entries of the VDI's
- * own data map, the data objects left alone (PROTOCOL.md 9.6). An object
- * that stays behind would break the next write to it: the map says
- * unallocated, so the client creates the object, and a create that finds
- * the object applies as a write of the client's range only (it cannot
- * tell a create after a discard from a second client's racing create,
- * which must not zero the first one's data), leaving the discarded bytes
- * around the new ones. So the objects that such a write unmaps, and that
- * are the VDI's own (not a snapshot's, which another VDI reads), are
- * removed once the map is written, before the client's answer.
- *
- * Before the write: the entries that it zeroes, as they were. NULL when it
- * zeroes none (the common case costs no read); *first: the first entry.
+ * The discard policy, for every caller: a write that zeroes entries of a
+ * VDI's own data map (QEMU's discard, PROTOCOL.md 9.6; NBD's TRIM), whatever
+ * its length (a whole entry or the last bytes of one), leaves the data
+ * objects to the writer, and an object that stays behind would break the
+ * next write to it: the map says unallocated, so the client creates the
+ * object, and a create that finds the object applies as a write of the
+ * client's range only (it cannot tell a create after a discard from a
+ * second client's racing create, which must not zero the first one's
+ * data), leaving the discarded bytes around the new ones. So the objects
+ * that such a write unmaps, and that are the VDI's own (not a snapshot's,
+ * which another VDI reads), are removed once the map is written, before
+ * the writer's answer: from every node (gateway_remove), and recovery
+ * never brings back a copy that was away meanwhile (recovery.c).
  */
-static uint32_t *map_before_discard(const struct sd_req *rq, const void *data,
+
+/* the entries [*first, *first + *nr) that a map write of [off, off + len) touches: any? */
+static bool touched_entries(uint64_t off, uint32_t len, uint32_t *first, uint32_t *nr)
+{
+	uint64_t end = off + len, a, b;
+
+	if (end <= SD_INODE_HEADER_SIZE || off >= SD_INODE_HEADER_SIZE + 4ULL * MAX_DATA_OBJS)
+		return false;
+	a = (max_t(uint64_t, off, SD_INODE_HEADER_SIZE) - SD_INODE_HEADER_SIZE) / 4;
+	b = (min_t(uint64_t, end, SD_INODE_HEADER_SIZE + 4ULL * MAX_DATA_OBJS) -
+	     SD_INODE_HEADER_SIZE + 3) / 4;
+	*first = (uint32_t)a;
+	*nr = (uint32_t)(b - a);
+	return true;
+}
+
+/* entry i's value once the write is applied over old (its value before) */
+static uint32_t entry_after(uint32_t i, uint32_t old, uint64_t off, const void *data, uint32_t len)
+{
+	uint64_t at = SD_INODE_HEADER_SIZE + 4ULL * i;
+	uint8_t e[4];
+
+	memcpy(e, &old, 4);
+	for (int k = 0; k < 4; k++)
+		if (at + k >= off && at + k < off + len)
+			e[k] = ((const uint8_t *)data)[at + k - off];
+	memcpy(&old, e, 4);
+	return old;
+}
+
+/*
+ * Before the write: the entries that it touches, as they were, when it
+ * may zero one (a touched entry whose written bytes are all zeros); NULL
+ * when it cannot (the common case costs no read).
+ */
+static uint32_t *map_before_discard(uint64_t oid, uint64_t off, const void *data, uint32_t len,
 				    const struct vdi_attr *attr, uint32_t *first, uint32_t *nr)
 {
-	uint64_t off = rq->obj.offset, end = off + rq->data_length, a, b;
 	bool zeroes = false;
-	uint32_t *old, e;
+	uint32_t *old;
 
-	if (!is_vdi_obj(rq->obj.oid) || attr->snapshot || end <= SD_INODE_HEADER_SIZE)
+	if (!is_vdi_obj(oid) || (attr && attr->snapshot) || !touched_entries(off, len, first, nr))
 		return NULL;
-	/* the whole entries that the write covers: [a, b) */
-	a = (max_t(uint64_t, off, SD_INODE_HEADER_SIZE) - SD_INODE_HEADER_SIZE + 3) / 4;
-	b = (end - SD_INODE_HEADER_SIZE) / 4;
-	for (uint64_t i = a; i < b && !zeroes; i++) {
-		memcpy(&e, (const char *)data + (SD_INODE_HEADER_SIZE + i * 4 - off), 4);
-		zeroes = !e;
-	}
+	/* over an entry of zeros, what the write puts there stays zero: its bytes are */
+	for (uint32_t i = *first; i < *first + *nr && !zeroes; i++)
+		zeroes = entry_after(i, 0, off, data, len) == 0;
 	if (!zeroes)
 		return NULL;
-	old = malloc((b - a) * 4);
+	old = malloc(*nr * 4);
 	if (!old)
 		return NULL;
-	if (gateway_obj_read(rq->obj.oid, old, (uint32_t)(b - a) * 4, SD_INODE_HEADER_SIZE + a * 4,
-			     attr->nr_copies) != SD_RES_SUCCESS) {
+	if (gateway_read(oid, old, *nr * 4, SD_INODE_HEADER_SIZE + 4ULL * *first, attr) !=
+	    SD_RES_SUCCESS) {
 		free(old);
 		return NULL;
 	}
-	*first = (uint32_t)a;
-	*nr = (uint32_t)(b - a);
 	return old;
 }
 
 /* after the write: remove the VDI's own objects whose entries it zeroed */
-static void remove_discarded(const struct sd_req *rq, const void *data, const uint32_t *old,
-			     uint32_t first, uint32_t nr, int copies)
+static void remove_discarded(uint64_t oid, uint64_t off, const void *data, uint32_t len,
+			     const uint32_t *old, uint32_t first, uint32_t nr,
+			     const struct vdi_attr *attr)
 {
-	uint32_t vid = oid_to_vid(rq->obj.oid), e;
+	uint32_t vid = oid_to_vid(oid);
 
 	for (uint32_t i = 0; i < nr; i++) {
-		uint64_t at = SD_INODE_HEADER_SIZE + (uint64_t)(first + i) * 4 - rq->obj.offset;
 		int ret;
 
-		memcpy(&e, (const char *)data + at, 4);
-		if (e || old[i] != vid)
+		if (old[i] != vid || entry_after(first + i, old[i], off, data, len))
 			continue;
-		ret = gateway_obj_remove(vid_to_data_oid(vid, first + i), copies);
+		ret = gateway_remove(vid_to_data_oid(vid, first + i), attr);
 		if (ret != SD_RES_SUCCESS)
 			sd_warn("%016" PRIx64 ": discarded, but not removed: %s",
 				vid_to_data_oid(vid, first + i), sd_strerror(ret));
 	}
 }
 
-int gateway_write_obj(struct request *req)
+int gateway_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, unsigned int flags,
+		  const struct vdi_attr *attr)
 {
-	const struct sd_req *rq = &req->rq;
-	struct gw_io io = { SD_OP_WRITE_PEER, rq->obj.oid, req->data, rq->data_length,
-			    rq->obj.offset, is_sync(rq), 0 };
-	struct vdi_attr attr;
+	struct gw_io io = { SD_OP_WRITE_PEER, oid, (void *)buf, len, off, flags & GW_SYNC,
+			    attr_copies(attr) };
 	uint32_t *old, first = 0, nr = 0;
-	int ret = check_object(rq, true, &attr);
+	uint8_t shift;
+	int ret, d, p;
 
-	if (ret)
-		return ret;
-	io.copies = attr.nr_copies;
-	ret = check_inode_write(rq, req->data, attr.nr_copies);
-	if (ret)
-		return ret;
-	old = map_before_discard(rq, req->data, &attr, &first, &nr);
-	/* a header write: request.c broadcasts NOTIFY_VDI_HEADER before the reply */
+	if (frozen(oid, off, len, attr))
+		return SD_RES_READONLY;
+	if (ec_scheme(oid, attr, &d, &p, &shift))
+		return gateway_ec_write(oid, 0, NULL, buf, len, off, false, flags & GW_SYNC, d, p,
+					shift);
+	old = map_before_discard(oid, off, buf, len, attr, &first, &nr);
 	ret = do_io(&io);
 	if (old && ret == SD_RES_SUCCESS)
-		remove_discarded(rq, req->data, old, first, nr, attr.nr_copies);
+		remove_discarded(oid, off, buf, len, old, first, nr, attr);
 	free(old);
 	return ret;
 }
 
 /* COW: the whole source object with the write applied, as one plain create */
-static int create_cow(const struct sd_req *rq, void *data, const struct vdi_attr *attr)
+static int create_cow(uint64_t oid, uint64_t cow_oid, const void *data, uint32_t len, uint64_t off,
+		      bool sync, const struct vdi_attr *attr)
 {
-	uint32_t size = UINT32_C(1) << attr->shift;
+	uint32_t size = UINT32_C(1) << (attr ? attr->shift : SD_DEFAULT_BLOCK_SIZE_SHIFT);
 	void *buf;
 	int ret;
 
+	if (off + len > size)
+		return SD_RES_INVALID_PARMS;
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
-	ret = gateway_obj_read(rq->obj.cow_oid, buf, size, 0, 0);
+	ret = gateway_read(cow_oid, buf, size, 0, NULL);
 	if (ret == SD_RES_SUCCESS) {
 		struct gw_io io = { .opcode = SD_OP_CREATE_AND_WRITE_PEER,
-				    .oid = rq->obj.oid,
+				    .oid = oid,
 				    .buf = buf,
 				    .len = size,
-				    .sync = is_sync(rq),
-				    .copies = attr->nr_copies,
+				    .sync = sync,
+				    .copies = attr_copies(attr),
 				    .cow = true,
-				    .wr_off = (uint32_t)rq->obj.offset,
-				    .wr_len = rq->data_length };
-		memcpy((char *)buf + rq->obj.offset, data, rq->data_length);
+				    .wr_off = (uint32_t)off,
+				    .wr_len = len };
+		memcpy((char *)buf + off, data, len);
 		ret = do_io(&io);
 	} else {
 		ret = SD_RES_BASE_VDI_READ;
@@ -530,30 +537,53 @@ static int create_cow(const struct sd_req *rq, void *data, const struct vdi_attr
 	return ret;
 }
 
-int gateway_create_and_write_obj(struct request *req)
+/* an erasure-coded create's COW source, whichever scheme its VDI has */
+static int read_cow_source(uint64_t oid, void *buf, uint32_t len)
 {
-	const struct sd_req *rq = &req->rq;
-	bool cow = rq->flags & SD_FLAG_CMD_COW;
-	struct vdi_attr attr;
-	int ret;
+	return gateway_read(oid, buf, len, 0, NULL);
+}
 
-	/* inodes are made by NEW_VDI only */
-	if (is_vdi_obj(rq->obj.oid))
-		return SD_RES_INVALID_PARMS;
-	/* a COW source is the same data object of another VDI */
-	if (cow && (!is_data_obj(rq->obj.oid) || !is_data_obj(rq->obj.cow_oid) ||
-		    oid_to_idx(rq->obj.cow_oid) != oid_to_idx(rq->obj.oid)))
-		return SD_RES_INVALID_PARMS;
-	ret = check_object(rq, true, &attr);
-	if (ret)
-		return ret;
-	if (cow) {
-		ret = create_cow(rq, req->data, &attr);
-	} else {
-		struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER, rq->obj.oid, req->data,
-				    rq->data_length, rq->obj.offset, is_sync(rq),
-				    attr.nr_copies };
-		ret = do_io(&io);
+int gateway_create(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len, uint64_t off,
+		   unsigned int flags, const struct vdi_attr *attr)
+{
+	struct gw_io io = { SD_OP_CREATE_AND_WRITE_PEER,
+			    oid,
+			    (void *)buf,
+			    len,
+			    off,
+			    flags & GW_SYNC,
+			    attr_copies(attr) };
+	uint8_t shift;
+	int d, p;
+
+	if (frozen(oid, off, len, attr))
+		return SD_RES_READONLY;
+	if (ec_scheme(oid, attr, &d, &p, &shift))
+		return gateway_ec_write(oid, cow_oid, read_cow_source, buf, len, off, true,
+					flags & GW_SYNC, d, p, shift);
+	if (cow_oid)
+		return create_cow(oid, cow_oid, buf, len, off, flags & GW_SYNC, attr);
+	return do_io(&io);
+}
+
+/* an erasure-coded object: each of its strips, from every node */
+int gateway_remove(uint64_t oid, const struct vdi_attr *attr)
+{
+	struct gw_io io = { SD_OP_REMOVE_PEER, oid, NULL, 0, 0, true, attr_copies(attr) };
+	uint8_t shift;
+	int d, p, ret = SD_RES_SUCCESS;
+
+	if (!ec_scheme(oid, attr, &d, &p, &shift))
+		return do_io(&io);
+	for (int i = 0; i < d + p; i++) {
+		struct gw_io s = io;
+		int r;
+
+		s.oid = ec_strip_oid(oid, i);
+		s.copies = d + p;
+		r = do_io(&s);
+		if (r != SD_RES_SUCCESS && r != SD_RES_NO_OBJ)
+			ret = r;
 	}
 	return ret;
 }
@@ -571,24 +601,19 @@ static bool flush_step(void *arg)
 	return false;
 }
 
-/*
- * Flush here and on every other node of the ring, all at once: the VDI's
- * objects written without sync since its last flush (the oid names the
- * VDI), not every other tenant's dirty pages.
- */
-int gateway_flush_vdi(struct request *req)
+int gateway_flush(uint64_t oid)
 {
 	struct epoch_ring *er = group_ring_get();
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = SD_OP_FLUSH_PEER };
 	struct peer_call calls[SD_MAX_NODES];
-	struct flush_part fl = { .oid = req->rq.obj.oid };
+	struct flush_part fl = { .oid = oid };
 	struct peer_work w = { flush_step, &fl, false };
 	int ret, nr = 0;
 
 	if (!er)
-		return replica_flush(req->rq.obj.oid);
+		return replica_flush(oid);
 	rq.epoch = er->epoch;
-	rq.obj.oid = req->rq.obj.oid;
+	rq.obj.oid = oid;
 	for (int i = 0; i < er->ring.nr_nodes; i++)
 		if (i != er->local_idx)
 			calls[nr++] = (struct peer_call){ .nid = &er->ring.nodes[i].nid };

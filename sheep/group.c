@@ -43,12 +43,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "cluster/cluster.h"
 #include "event.h"
 #include "lock.h"
 #include "net.h"
 #include "group_disk.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "daemon.h"
+#include "stat.h"
 
 #define CONFIG_MAGIC UINT64_C(0x53444f47434f4e46) /* "SDOGCONF" */
 
@@ -64,6 +69,7 @@ static struct cluster_state cs;
 static struct sd_node self_node;
 static pthread_mutex_t cs_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct cluster_driver *driver;
+static const struct cdrv_events driver_events; /* where the driver reports (below) */
 static struct epoch_ring *cur_ring; /* under cs_lock */
 static bool is_quorum_lost;	    /* main thread */
 static bool is_cluster_stopping;    /* main thread: a cluster shutdown was delivered */
@@ -74,22 +80,73 @@ static uint32_t wait_gen;     /* main thread: membership changes while waiting *
 static uint32_t nr_evictions; /* main thread */
 static bool started_clean;    /* set at start: see group_started_clean() */
 
-/* caller holds cs_lock: a new ring for the current members and epoch */
-static void rebuild_ring(void)
+/* a ring for nodes[nr] at epoch (NULL: no memory); no lock needed */
+static struct epoch_ring *make_ring(const struct sd_node *nodes, int nr, uint32_t epoch)
 {
 	struct epoch_ring *er = calloc(1, sizeof(*er));
 
-	if (!er || ring_build(&er->ring, cs.nodes, cs.nr_nodes)) {
-		sd_err("cannot build the ring of epoch %" PRIu32, cs.epoch);
+	if (!er || ring_build(&er->ring, nodes, nr)) {
+		sd_err("cannot build the ring of epoch %" PRIu32, epoch);
 		free(er);
-		return;
+		return NULL;
 	}
 	er->refcnt = 1;
-	er->epoch = cs.epoch;
+	er->epoch = epoch;
 	er->local_idx = ring_find_node(&er->ring, &self_node.nid);
+	return er;
+}
+
+/* group_wait_epoch's waiters: broadcast under cs_lock as a ring is published */
+static pthread_cond_t epoch_cond;
+static pthread_once_t epoch_cond_once = PTHREAD_ONCE_INIT;
+
+static void epoch_cond_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&epoch_cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* caller holds cs_lock: er (if made) becomes the current ring */
+static void publish_ring(struct epoch_ring *er)
+{
+	if (!er)
+		return;
 	if (cur_ring)
 		group_ring_put(cur_ring);
 	cur_ring = er;
+	pthread_once(&epoch_cond_once, epoch_cond_init);
+	pthread_cond_broadcast(&epoch_cond);
+}
+
+bool group_wait_epoch(uint32_t epoch, int timeout_ms)
+{
+	struct timespec until;
+	bool past;
+
+	pthread_once(&epoch_cond_once, epoch_cond_init);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	sd_mutex_lock(&cs_lock);
+	while (!(past = cur_ring && cur_ring->epoch > epoch) &&
+	       pthread_cond_timedwait(&epoch_cond, &cs_lock, &until) == 0)
+		;
+	sd_mutex_unlock(&cs_lock);
+	return past;
+}
+
+/* caller holds cs_lock: a new ring for the current members and epoch */
+static void rebuild_ring(void)
+{
+	publish_ring(make_ring(cs.nodes, cs.nr_nodes, cs.epoch));
 }
 
 struct epoch_ring *group_ring_get(void)
@@ -216,7 +273,7 @@ void group_stopped(void)
 	 * Not after a crash that this node did not take part in mending: one
 	 * that waited since an unclean start and never served stays unclean.
 	 */
-	if (!is_cluster_stopping || !cs.formatted || sys.exit_status ||
+	if (!is_cluster_stopping || !cs.formatted || daemon_exit_status() ||
 	    (group_is_waiting() && !started_clean))
 		return;
 	c.ctime = cs.ctime;
@@ -228,11 +285,13 @@ void group_stopped(void)
 		sd_err("cannot mark the clean stop: %s", strerror(-ret));
 }
 
-int group_init(void)
+int group_init(const char *dir)
 {
 	struct sheep_disk_config cfg;
 	char path[4200];
 	int ret;
+
+	gd_init(dir);
 
 	gd_path(path, sizeof(path), "epoch");
 	ret = sd_mkdir_p(path, 0755);
@@ -258,67 +317,75 @@ int group_init(void)
 	return take_clean_stop();
 }
 
-/* the index of nid in nodes[nr], or -1 */
-static int find_node(const struct sd_node_id *nid, const struct sd_node *nodes, int nr)
-{
-	for (int i = 0; i < nr; i++)
-		if (!memcmp(nid, &nodes[i].nid, sizeof(*nid)))
-			return i;
-	return -1;
-}
-
-/*
- * The same nodes (address, port and zone), in any order: the driver lists
- * the members in the order they joined, which a restart need not repeat.
- * A list holds no node twice.
- */
-static bool same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)
-{
-	if (nr_a != nr_b)
-		return false;
-	for (int i = 0; i < nr_a; i++) {
-		int j = find_node(&a[i].nid, b, nr_b);
-
-		if (j < 0 || b[j].zone != a[i].zone)
-			return false;
-	}
-	return true;
-}
-
 /*
  * Membership changed: a new epoch when formatted and the list differs.
  * While this node is joining, its epoch is not its own to count: only the
  * list is kept, and group_adopt() sets the epoch it learned from a member.
  * True when a new epoch began.
+ *
+ * The new epoch's log is written (two fsyncs) before cs_lock is taken, and
+ * the lock only publishes the result: readers on other threads (every
+ * peer op's epoch check, every gateway request's ring) never wait for the
+ * disk. The cluster worker may change the state meanwhile (a format, or a
+ * join that adopts a member's history, both under the lock): then the
+ * decision is taken again on the state it left.
  */
 static bool update_members(const struct sd_node *members, int nr)
 {
 	struct sd_epoch_log last;
-	bool changed = false;
+	struct epoch_ring *er;
+	bool changed, formatted, joining;
+	uint32_t epoch;
 
-	sd_mutex_lock(&cs_lock);
+	for (;;) {
+		sd_mutex_lock(&cs_lock);
+		formatted = cs.formatted;
+		joining = cs.joining;
+		epoch = cs.epoch;
+		sd_mutex_unlock(&cs_lock);
+		changed = false;
+		/* a cluster shutdown stops every node: their exits are no new epoch */
+		if (formatted && !joining && !is_waiting && !daemon_stopping() &&
+		    !is_cluster_stopping &&
+		    (epoch == 0 || gd_read_epoch_log(epoch, &last) ||
+		     !gd_same_nodes(last.nodes, last.nr_nodes, members, nr))) {
+			int ret = gd_write_epoch_log(epoch + 1, members, nr);
+
+			if (ret) {
+				sd_err("cannot store epoch %" PRIu32 ": %s", epoch + 1,
+				       strerror(-ret));
+			} else {
+				epoch++;
+				changed = true;
+			}
+		}
+		er = make_ring(members, nr, epoch);
+		sd_mutex_lock(&cs_lock);
+		if (cs.formatted == formatted && cs.joining == joining &&
+		    cs.epoch == epoch - changed)
+			break;
+		/*
+		 * The cluster worker moved the state on: decide again. Never
+		 * after a log was written here: the worker changes the epoch
+		 * only while this node joins or is unformatted, and then none is.
+		 */
+		sd_mutex_unlock(&cs_lock);
+		group_ring_put(er);
+	}
 	cs.nr_nodes = nr;
 	memcpy(cs.nodes, members, nr * sizeof(*members));
 	cs.local_idx = 0;
 	for (int i = 0; i < nr; i++)
 		if (!memcmp(&members[i].nid, &self_node.nid, sizeof(members[i].nid)))
 			cs.local_idx = i;
-	/* a cluster shutdown stops every node: their exits are no new epoch */
-	if (cs.formatted && !cs.joining && !is_waiting && !sys.shutting_down &&
-	    !is_cluster_stopping &&
-	    (cs.epoch == 0 || gd_read_epoch_log(cs.epoch, &last) ||
-	     !same_nodes(last.nodes, last.nr_nodes, members, nr))) {
-		int ret = gd_write_epoch_log(cs.epoch + 1, members, nr);
-		if (ret) {
-			sd_err("cannot store epoch %" PRIu32 ": %s", cs.epoch + 1, strerror(-ret));
-		} else {
-			cs.epoch++;
-			changed = true;
-		}
-		sd_info("epoch %" PRIu32 ", %d nodes", cs.epoch, nr);
-	}
-	rebuild_ring();
+	cs.epoch = epoch;
+	if (er)
+		publish_ring(er);
+	else
+		rebuild_ring(); /* no memory for a ring outside the lock: the old way */
 	sd_mutex_unlock(&cs_lock);
+	if (changed)
+		sd_info("epoch %" PRIu32 ", %d nodes", epoch, nr);
 	return changed;
 }
 
@@ -342,8 +409,7 @@ static void stop_without_quorum(void)
 	is_quorum_lost = true;
 	sd_emerg("lost quorum: this node is in a minority partition; stopping, restart it once the "
 		 "network is back");
-	sys.exit_status = 1;
-	sheep_request_shutdown();
+	daemon_stop(1);
 }
 
 /* main thread: false, and the daemon stops, when this partition has no quorum */
@@ -392,6 +458,12 @@ static void news_node_left(const struct sd_node *left)
 		news.node_left(&left->nid);
 }
 
+static void news_node_gone(const struct sd_node *left)
+{
+	if (news.node_gone)
+		news.node_gone(&left->nid);
+}
+
 /* where a delivered message goes (ordered.c's ordered_deliver), registered by main */
 static group_deliver_fn deliver_fn;
 
@@ -400,7 +472,10 @@ void group_set_deliver(group_deliver_fn fn)
 	deliver_fn = fn;
 }
 
-/* main thread: how many nodes of the newest stored epoch are not members (0: none, or no log) */
+/*
+ * main thread: how many storing nodes of the newest stored epoch are not
+ * members (0: none, or no log)
+ */
 static int nr_awaited(const struct sd_node *members, int nr)
 {
 	struct sd_epoch_log *last = calloc(1, sizeof(*last)); /* zeroed: script/analyze */
@@ -410,8 +485,9 @@ static int nr_awaited(const struct sd_node *members, int nr)
 		return 0;
 	sd_mutex_lock(&cs_lock);
 	if (cs.formatted && cs.epoch && !gd_read_epoch_log(cs.epoch, last))
-		for (uint32_t i = 0; i < last->nr_nodes; i++)
-			missing += find_node(&last->nodes[i].nid, members, nr) < 0;
+		for (uint32_t i = 0; i < last->nr_nodes; i++) /* a gateway holds no object */
+			missing += !(last->nodes[i].flags & SD_NODE_GATEWAY) &&
+				   gd_find_node(&last->nodes[i].nid, members, nr) < 0;
 	sd_mutex_unlock(&cs_lock);
 	free(last);
 	return missing;
@@ -431,7 +507,7 @@ bool group_is_waiting(void)
 
 /*
  * Main thread, on a membership change while this node waits (see
- * sd_join_handler): the list is kept, no epoch counted, until every node
+ * group_joined): the list is kept, no epoch counted, until every node
  * of the newest stored epoch is back. Then the layer above waits until
  * each member has compared its own history with this node's and accepted
  * it (news.wait_covered: one whose history is newer refuses and leaves),
@@ -488,14 +564,7 @@ int group_force_start(void)
 	return 0;
 }
 
-int group_join(const struct cluster_driver *drv, const struct sd_node *me)
-{
-	self_node = *me;
-	driver = drv;
-	return drv->join(me);
-}
-
-void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
+static void group_joined(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
 	bool is_self = !memcmp(&joined->nid, &self_node.nid, sizeof(joined->nid));
 
@@ -566,17 +635,16 @@ static void rejoin(int fd, uint32_t events, void *data)
 	ev_del(fd);
 	close(fd);
 	rejoin_fd = -1;
-	if (sys.shutting_down)
+	if (daemon_stopping())
 		return;
 	driver->leave();
-	ret = driver->init(NULL);
+	ret = driver->init(NULL, &driver_events);
 	if (!ret)
 		ret = driver->join(&self_node);
 	if (ret) {
 		sd_emerg("cannot join the cluster again after the eviction: %s; stopping",
 			 strerror(-ret));
-		sys.exit_status = 1;
-		sheep_request_shutdown();
+		daemon_stop(1);
 		return;
 	}
 	sd_notice("joined again after eviction %" PRIu32, nr_evictions);
@@ -600,7 +668,7 @@ static void evicted(void)
 	       " (silent for longer than the heartbeat timeout, %u ms): it stops serving and "
 	       "joins again",
 	       cs.epoch, cdrv_heartbeat_timeout_ms());
-	if (sys.shutting_down || rejoin_fd >= 0)
+	if (daemon_stopping() || rejoin_fd >= 0)
 		return;
 	rejoin_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (rejoin_fd < 0 || timerfd_settime(rejoin_fd, 0, &its, NULL) < 0 ||
@@ -609,13 +677,14 @@ static void evicted(void)
 		if (rejoin_fd >= 0)
 			close(rejoin_fd);
 		rejoin_fd = -1;
-		sys.exit_status = 1;
-		sheep_request_shutdown();
+		daemon_stop(1);
 	}
 }
 
-void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+static void group_left(const struct sd_node *left, const struct sd_node *members, int nr)
 {
+	bool changed;
+
 	if (!memcmp(&left->nid, &self_node.nid, sizeof(left->nid))) {
 		evicted();
 		return;
@@ -626,9 +695,16 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 		wait_members_changed(members, nr);
 		return;
 	}
-	/* workers blocked on it (stopped, evicted) give up and retry on the new ring */
 	news_node_left(left);
-	if (update_members(members, nr))
+	changed = update_members(members, nr);
+	/*
+	 * Workers blocked on it (stopped, evicted) give up now, not before:
+	 * cut while the old ring was still published (the epoch log's fsyncs
+	 * take a while), a retry found the old ring and blocked on the gone
+	 * node again for PEER_TIMEOUT_MS, past its client's deadline.
+	 */
+	news_node_gone(left);
+	if (changed)
 		news_epoch_changed();
 }
 
@@ -637,7 +713,7 @@ void group_catch_up(uint64_t now)
 	cdrv_catch_up(now);
 }
 
-void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
+static void group_notified(const struct sd_node *sender, const void *msg, size_t len)
 {
 	if (!check_quorum())
 		return;
@@ -647,12 +723,30 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 		sd_err("a cluster message of %zu bytes and nobody to take it", len);
 }
 
-void sd_quorum_lost_handler(void)
+static void group_quorum_lost(void)
 {
 	stop_without_quorum();
 }
 
-int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
+/* where the cluster driver reports */
+static const struct cdrv_events driver_events = {
+	.joined = group_joined,
+	.left = group_left,
+	.notified = group_notified,
+	.quorum_lost = group_quorum_lost,
+};
+
+int group_join(const struct cluster_driver *drv, const char *option, const struct sd_node *me)
+{
+	int ret;
+
+	self_node = *me;
+	driver = drv;
+	ret = drv->init(option, &driver_events);
+	return ret ? ret : drv->join(me);
+}
+
+int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_storing)
 {
 	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
 	int ret;
@@ -663,9 +757,10 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_members)
 		goto out_unlock;
 	}
 	if (copies == 0)
-		copies = (uint8_t)min_t(int, 3, nr_members);
-	if (copies > nr_members || copies > SD_MAX_COPIES) {
-		sd_err("format with %u copies refused: %d node(s)", copies, nr_members);
+		copies = (uint8_t)min_t(int, 3, nr_storing);
+	if (copies == 0 || copies > nr_storing || copies > SD_MAX_COPIES) {
+		sd_err("format with %u copies refused: %d node(s) store objects", copies,
+		       nr_storing);
 		ret = copies > SD_MAX_COPIES ? -EINVAL : -ERANGE;
 		goto out_unlock;
 	}
@@ -709,63 +804,12 @@ bool group_is_joining(void)
 	return __atomic_load_n(&cs.joining, __ATOMIC_ACQUIRE);
 }
 
-/* a member's epoch logs can be ones: 0 or -EINVAL */
-static int valid_logs(const struct sd_epoch_log *logs, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES)
-			return -EINVAL;
-	return 0;
-}
-
-/*
- * Whether two epoch histories can be one: this node's and a member's
- * (logs[n], newest first; their newest epoch their_epoch). Not when one
- * stored an epoch that the other did not: a newer one, or one of the same
- * number with other nodes (the histories forked, as when a node that was
- * down for the last epochs restarted first and counted epochs alone).
- * joining: this node would take the member's history, set its own objects
- * aside and recover the member's: refused when its own is the newer, as
- * acknowledged writes would be lost. Otherwise this node, restarted alone,
- * waits for the nodes of its newest epoch and the member is one of them:
- * refused when the member's history is the newer (this node's copies are
- * the older; it must not be the one the others learn from). A node whose
- * newest epoch the other's history holds alike was only away: its copies
- * may be older, never newer. Caller holds cs_lock. 0 or -ESTALE (logged).
- */
+/* gd_check_history against this node's state (caller holds cs_lock) */
 static int check_history(uint32_t their_epoch, const struct sd_epoch_log *logs, int n, bool joining)
 {
-	struct sd_epoch_log *own;
-	int ret = 0;
-
 	if (!cs.formatted || cs.epoch == 0)
 		return 0;
-	if (joining && cs.epoch > their_epoch) {
-		sd_err("this node stored epoch %" PRIu32 ", newer than the cluster's %" PRIu32,
-		       cs.epoch, their_epoch);
-		return -ESTALE;
-	}
-	if (!joining && their_epoch > cs.epoch) {
-		sd_err("a member stored epoch %" PRIu32 ", newer than this node's %" PRIu32,
-		       their_epoch, cs.epoch);
-		return -ESTALE;
-	}
-	own = calloc(1, sizeof(*own)); /* zeroed: no path reads it unset (script/analyze) */
-	if (!own)
-		return -ENOMEM;
-	for (int i = 0; i < n && !ret; i++) {
-		if (logs[i].epoch > cs.epoch || gd_read_epoch_log(logs[i].epoch, own))
-			continue; /* not stored here: nothing to compare */
-		if (!same_nodes(own->nodes, (int)own->nr_nodes, logs[i].nodes,
-				(int)logs[i].nr_nodes)) {
-			sd_err("epoch %" PRIu32 " has other nodes here than on the member: "
-			       "the histories forked",
-			       logs[i].epoch);
-			ret = -ESTALE;
-		}
-	}
-	free(own);
-	return ret;
+	return gd_check_history(cs.epoch, their_epoch, logs, n, joining);
 }
 
 int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n,
@@ -777,7 +821,7 @@ int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *log
 	/* another cluster's or an unformatted one's: group_adopt says so */
 	if ((rsp->cinfo.status == SD_STATUS_OK || rsp->cinfo.status == SD_STATUS_WAIT_FOR_JOIN) &&
 	    cs.formatted && cs.ctime == rsp->cinfo.ctime)
-		ret = valid_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n, joining);
+		ret = gd_valid_logs(logs, n) ?: check_history(rsp->cinfo.epoch, logs, n, joining);
 	sd_mutex_unlock(&cs_lock);
 	return ret;
 }
@@ -814,10 +858,10 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	}
 	/* what the member sent is checked before any of it is used or written */
 	ret = check_format(rsp->cinfo.copies, rsp->cinfo.block_size_shift, "the cluster's state");
-	if (ret || (ret = valid_logs(logs, n)))
+	if (ret || (ret = gd_valid_logs(logs, n)))
 		goto out_unlock;
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
-	    !same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
+	    !gd_same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
 		ret = -EAGAIN;
 		goto out_unlock;
 	}
@@ -866,6 +910,17 @@ uint8_t group_copies(void)
 int group_nr_nodes(void)
 {
 	return cs.nr_nodes;
+}
+
+int group_nr_gateways(void)
+{
+	int n = 0;
+
+	sd_mutex_lock(&cs_lock);
+	for (int i = 0; i < cs.nr_nodes; i++)
+		n += !!(cs.nodes[i].flags & SD_NODE_GATEWAY);
+	sd_mutex_unlock(&cs_lock);
+	return n;
 }
 
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max)

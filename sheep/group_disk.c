@@ -13,14 +13,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "group_disk.h"
-#include "sheep_priv.h"
+#include "group.h"
 #include "util.h"
+
+/* the daemon's directory (gd_init) */
+static const char *gd_dir = ".";
+
+void gd_init(const char *dir)
+{
+	gd_dir = dir;
+}
 
 void gd_path(char *buf, size_t len, const char *name)
 {
-	snprintf(buf, len, "%s/%s", sys.dir, name);
+	snprintf(buf, len, "%s/%s", gd_dir, name);
 }
+
 
 /* write a small file whole: tmp, fsync, rename, fsync dir. 0 or -errno */
 static int write_file_atomic(const char *path, const void *buf, size_t len)
@@ -116,7 +127,7 @@ uint32_t gd_latest_epoch(void)
 /* fsync the daemon's directory (DIR): 0 or -errno */
 int gd_sync_dir(void)
 {
-	int fd = open(sys.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+	int fd = open(gd_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -177,4 +188,90 @@ int gd_list_epochs(uint32_t latest, uint32_t **out)
 		qsort(v, n, sizeof(*v), cmp_epoch_desc);
 	*out = v;
 	return n;
+}
+
+/* the index of nid in nodes[nr], or -1 */
+int gd_find_node(const struct sd_node_id *nid, const struct sd_node *nodes, int nr)
+{
+	for (int i = 0; i < nr; i++)
+		if (!memcmp(nid, &nodes[i].nid, sizeof(*nid)))
+			return i;
+	return -1;
+}
+
+/*
+ * The same nodes (address, port and zone), in any order: the driver lists
+ * the members in the order they joined, which a restart need not repeat.
+ * A list holds no node twice.
+ */
+bool gd_same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)
+{
+	if (nr_a != nr_b)
+		return false;
+	for (int i = 0; i < nr_a; i++) {
+		int j = gd_find_node(&a[i].nid, b, nr_b);
+
+		if (j < 0 || b[j].zone != a[i].zone)
+			return false;
+	}
+	return true;
+}
+
+/* a member's epoch logs can be ones: 0 or -EINVAL */
+int gd_valid_logs(const struct sd_epoch_log *logs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (logs[i].epoch == 0 || logs[i].nr_nodes > SD_MAX_NODES)
+			return -EINVAL;
+	return 0;
+}
+
+/*
+ * Whether two epoch histories can be one: this node's and a member's
+ * (logs[n], newest first; their newest epoch their_epoch). Not when one
+ * stored an epoch that the other did not: a newer one, or one of the same
+ * number with other nodes (the histories forked, as when a node that was
+ * down for the last epochs restarted first and counted epochs alone).
+ * joining: this node would take the member's history, set its own objects
+ * aside and recover the member's: refused when its own is the newer, as
+ * acknowledged writes would be lost. Otherwise this node, restarted alone,
+ * waits for the nodes of its newest epoch and the member is one of them:
+ * refused when the member's history is the newer (this node's copies are
+ * the older; it must not be the one the others learn from). A node whose
+ * newest epoch the other's history holds alike was only away: its copies
+ * may be older, never newer. own_epoch: this node's newest (formatted,
+ * not 0). 0 or -ESTALE (logged).
+ */
+int gd_check_history(uint32_t own_epoch, uint32_t their_epoch, const struct sd_epoch_log *logs,
+		     int n, bool joining)
+{
+	struct sd_epoch_log *own;
+	int ret = 0;
+
+	if (joining && own_epoch > their_epoch) {
+		sd_err("this node stored epoch %" PRIu32 ", newer than the cluster's %" PRIu32,
+		       own_epoch, their_epoch);
+		return -ESTALE;
+	}
+	if (!joining && their_epoch > own_epoch) {
+		sd_err("a member stored epoch %" PRIu32 ", newer than this node's %" PRIu32,
+		       their_epoch, own_epoch);
+		return -ESTALE;
+	}
+	own = calloc(1, sizeof(*own)); /* zeroed: no path reads it unset (script/analyze) */
+	if (!own)
+		return -ENOMEM;
+	for (int i = 0; i < n && !ret; i++) {
+		if (logs[i].epoch > own_epoch || gd_read_epoch_log(logs[i].epoch, own))
+			continue; /* not stored here: nothing to compare */
+		if (!gd_same_nodes(own->nodes, (int)own->nr_nodes, logs[i].nodes,
+				(int)logs[i].nr_nodes)) {
+			sd_err("epoch %" PRIu32 " has other nodes here than on the member: "
+			       "the histories forked",
+			       logs[i].epoch);
+			ret = -ESTALE;
+		}
+	}
+	free(own);
+	return ret;
 }

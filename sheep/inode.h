@@ -1,6 +1,6 @@
 /*
  * Inode rules that do not depend on the daemon's state (inode.c): kept
- * apart from sheep_priv.h so that unit tests build them alone.
+ * apart from the modules that keep state, so that unit tests build them alone.
  */
 #ifndef SHEEP_INODE_H
 #define SHEEP_INODE_H

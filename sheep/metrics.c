@@ -3,11 +3,23 @@
  * (version 0.0.4), served by a minimal HTTP/1.0-1.1 responder on the main
  * event loop, where the statistics are read anyway.
  *
- * One request per connection: read up to METRICS_MAX_REQ bytes of header,
- * answer GET /metrics with 200, another path with 404, another method with
- * 405, a header that does not fit with 431, then close. At most
- * METRICS_MAX_CONNS connections are open; a new one past that closes the
- * oldest, so a client that never sends its request holds nothing for long.
+ * One request per connection. Its head (request line and header fields)
+ * is read into METRICS_MAX_REQ bytes and parsed by http.c as it arrives:
+ * GET /metrics gets 200, another path 404, another method 405, a head that
+ * breaks the grammar (a NUL byte included) 400, one that does not end
+ * within the buffer 431 (414, 501, 505: see http.h). Then the write side
+ * is shut and what the client still sends is read and dropped, up to
+ * METRICS_LINGER_BYTES, until it closes: closing with unread bytes would
+ * reset the connection and could destroy the answer before the client
+ * read it.
+ *
+ * listen.c holds the listener: at most METRICS_MAX_CONNS connections (at
+ * the cap, the oldest whose request is not whole yet, or that lingers,
+ * makes room; with none, the next wait in the backlog); a client that
+ * access.c refuses (not an admin address) is closed at once and takes no
+ * slot; a request must arrive whole within METRICS_TIMEOUT_S of the
+ * connection, and an answer or the lingering stops once nothing moved for
+ * as long.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,23 +29,38 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "event.h"
+#include "http.h"
+#include "listen.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "access.h"
+#include "metrics.h"
+#include "stat.h"
+#include "group.h"
+#include "recovery.h"
+#include "store/store.h"
+#include "work.h"
 
 #define METRICS_MAX_REQ 4096
-#define METRICS_MAX_CONNS 16
 #define METRICS_SNAPSHOT_LEN (64 * 1024)
+#define METRICS_TIMEOUT_S 10
+#define METRICS_LINGER_BYTES (64 * 1024)
 
 struct mconn {
 	int fd; /* -1: free */
-	uint64_t opened_ns;
+	struct listen_conn lc;
+	uint64_t opened, last_active; /* listen_tick()s */
 	char req[METRICS_MAX_REQ];
 	size_t req_len;
 	char *out; /* the whole response, once the request is read */
 	size_t out_len, out_done;
-	bool denied; /* not an admin's address: answered 403 (access.c) */
+	bool lingering; /* answered, write side shut: reading until the client closes */
+	size_t drained;
 };
 
 static struct mconn conns[METRICS_MAX_CONNS];
@@ -182,6 +209,115 @@ static void vdis(struct mbuf *b, const struct sd_stat_vdi *v, int nr)
 			  v[i].bytes);
 }
 
+/*
+ * The store's figures: a full walk of the objects (plain_stat), so never on
+ * the main thread. A work on the metrics queue takes a sample every
+ * STORE_SAMPLE_S seconds; /metrics shows the last one (none before the
+ * first sample ends).
+ */
+#define STORE_SAMPLE_S 15
+
+static struct work_queue *metrics_wq;
+static struct {
+	struct work work;
+	struct store_stat st, taken; /* taken: the worker's, st: the published */
+	int result;
+	bool busy, have;
+} sample;
+
+static void sample_fn(struct work *w)
+{
+	memset(&sample.taken, 0, sizeof(sample.taken));
+	sample.result = sd_store->stat(&sample.taken);
+}
+
+static void sample_done(struct work *w)
+{
+	sample.busy = false;
+	if (sample.result != SD_RES_SUCCESS)
+		return;
+	sample.st = sample.taken;
+	sample.have = true;
+}
+
+static void sample_timer_handler(int fd, uint32_t events, void *data)
+{
+	uint64_t expirations;
+
+	(void)!read(fd, &expirations, sizeof(expirations));
+	if (sample.busy)
+		return;
+	sample.busy = true;
+	sample.work.fn = sample_fn;
+	sample.work.done = sample_done;
+	wq_queue(metrics_wq, &sample.work);
+}
+
+static int start_sampler(void)
+{
+	struct itimerspec its = { .it_value = { 0, 1 }, .it_interval = { STORE_SAMPLE_S, 0 } };
+	int fd, ret;
+
+	metrics_wq = wq_create("metrics", 1);
+	if (!metrics_wq)
+		return -ENOMEM;
+	fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (timerfd_settime(fd, 0, &its, NULL) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	ret = ev_add(fd, EPOLLIN, sample_timer_handler, NULL);
+	if (ret)
+		close(fd);
+	return ret;
+}
+
+static void gauge(struct mbuf *b, const char *name, const char *help, uint64_t v)
+{
+	head(b, name, "gauge", help);
+	mb_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+/* the node's place in the cluster, its recovery and its store */
+static void node_state(struct mbuf *b)
+{
+	struct sd_recovery_info ri;
+
+	gauge(b, "sheep_cluster_epoch", "The cluster's epoch as this node sees it.", group_epoch());
+	gauge(b, "sheep_cluster_nodes", "Members of the cluster as this node sees them.",
+	      (uint64_t)max_t(int, group_nr_nodes(), 0));
+	gauge(b, "sheep_cluster_copies",
+	      "Copies of each object the cluster keeps (0: not formatted).", group_copies());
+	recovery_get_info(&ri);
+	gauge(b, "sheep_recovery_epoch", "The epoch being (or last) recovered.", ri.epoch);
+	gauge(b, "sheep_recovery_running",
+	      "1 while this node's recovery of the epoch is not done (joining, running, waiting).",
+	      ri.state != SD_RECOVERY_DONE);
+	gauge(b, "sheep_recovery_objects_to_fetch",
+	      "Objects this node has to fetch for the epoch being recovered.", ri.nr_total);
+	gauge(b, "sheep_recovery_objects_fetched", "Objects fetched so far for that epoch.",
+	      ri.nr_done);
+	gauge(b, "sheep_recovery_objects_failed",
+	      "Objects no node could give at the last try (retried while the epoch lasts).",
+	      ri.nr_failed);
+	gauge(b, "sheep_objects_missing",
+	      "Objects the current ring gives this node that it does not hold yet: each has "
+	      "fewer live copies than the cluster's copies.",
+	      ri.nr_total > ri.nr_done ? ri.nr_total - ri.nr_done : 0);
+	if (!sample.have)
+		return;
+	gauge(b, "sheep_store_used_bytes", "Bytes the store's objects use.", sample.st.used);
+	gauge(b, "sheep_store_free_bytes",
+	      "Bytes the store may still use (free on its filesystem, for unprivileged users).",
+	      sample.st.free);
+	gauge(b, "sheep_store_size_bytes", "The store's size: used plus free.",
+	      sample.st.used + sample.st.free);
+	gauge(b, "sheep_store_objects", "Objects in the store.", sample.st.nr_objects);
+}
+
 /* the exposition of the current statistics: a malloc'd text, or NULL */
 static char *render(size_t *len)
 {
@@ -234,6 +370,7 @@ static char *render(size_t *len)
 	mb_printf(&b, "sheep_hang_threshold_seconds %.3f\n", (double)h->hang_threshold_ns * 1e-9);
 	queues(&b, q, (int)h->nr_queues);
 	vdis(&b, v, (int)h->nr_vdis);
+	node_state(&b);
 	free(snap);
 	if (b.failed) {
 		free(b.p);
@@ -247,19 +384,20 @@ static void conn_close(struct mconn *c)
 {
 	ev_del(c->fd);
 	close(c->fd);
+	listen_conn_del(&c->lc);
 	free(c->out);
 	c->out = NULL;
 	c->fd = -1;
 }
 
-static void respond(struct mconn *c, int code, const char *reason, char *body, size_t body_len)
+static void respond(struct mconn *c, int code, char *body, size_t body_len)
 {
 	struct mbuf b = { 0 };
 
 	mb_printf(&b,
 		  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 		  "Connection: close\r\n\r\n",
-		  code, reason,
+		  code, http_reason(code),
 		  code == 200 ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain",
 		  body_len);
 	if (!b.failed && body_len) {
@@ -284,99 +422,161 @@ static void respond(struct mconn *c, int code, const char *reason, char *body, s
 	ev_modify(c->fd, EPOLLOUT);
 }
 
-static void respond_text(struct mconn *c, int code, const char *reason)
+static void respond_text(struct mconn *c, int code)
 {
 	char *body = NULL;
-	int n = asprintf(&body, "%d %s\n", code, reason);
+	int n = asprintf(&body, "%d %s\n", code, http_reason(code));
 
-	respond(c, code, reason, n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
+	respond(c, code, n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
 }
 
-/* the request line is "METHOD SP TARGET SP HTTP/1.x" */
-static void handle_request(struct mconn *c)
+/* the request's head is parsed: status is http_parse_request's verdict */
+static void handle_request(struct mconn *c, int status, const struct http_request *hr)
 {
-	char method[8], target[256], version[16];
 	size_t len;
 	char *body;
 
-	c->req[c->req_len] = '\0';
-	if (c->denied) /* an admin view: loopback, members, --admin-allow */
-		return respond_text(c, 403, "Forbidden");
-	if (sscanf(c->req, "%7s %255s %15s", method, target, version) != 3 ||
-	    strncmp(version, "HTTP/1.", 7))
-		return respond_text(c, 400, "Bad Request");
-	if (strcmp(method, "GET"))
-		return respond_text(c, 405, "Method Not Allowed");
-	if (strcmp(target, "/metrics") && strncmp(target, "/metrics?", 9))
-		return respond_text(c, 404, "Not Found");
+	if (status)
+		return respond_text(c, status);
+	if (strcmp(hr->method, "GET"))
+		return respond_text(c, 405);
+	if (strcmp(hr->target, "/metrics") && strncmp(hr->target, "/metrics?", 9))
+		return respond_text(c, 404);
 	body = render(&len);
 	if (!body)
-		return respond_text(c, 500, "Internal Server Error");
-	respond(c, 200, "OK", body, len);
+		return respond_text(c, 500);
+	respond(c, 200, body, len);
+}
+
+/* answered: read and drop what the client still sends until it closes */
+static void linger(struct mconn *c)
+{
+	char scratch[4096];
+
+	for (;;) {
+		ssize_t n = read(c->fd, scratch, sizeof(scratch));
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0 || (c->drained += (size_t)n) > METRICS_LINGER_BYTES)
+			return conn_close(c);
+		c->last_active = listen_tick();
+	}
+}
+
+static void send_out(struct mconn *c)
+{
+	while (c->out_done < c->out_len) {
+		ssize_t n = write(c->fd, c->out + c->out_done, c->out_len - c->out_done);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0)
+			return conn_close(c);
+		c->out_done += (size_t)n;
+		c->last_active = listen_tick();
+	}
+	free(c->out);
+	c->out = NULL;
+	c->lingering = true;
+	shutdown(c->fd, SHUT_WR);
+	ev_modify(c->fd, EPOLLIN);
+	linger(c);
 }
 
 static void conn_handler(int fd, uint32_t events, void *data)
 {
 	struct mconn *c = data;
-	ssize_t n;
+	struct http_request hr;
+	int ret;
 
-	if (c->out) {
-		while (c->out_done < c->out_len) {
-			n = write(fd, c->out + c->out_done, c->out_len - c->out_done);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			if (n <= 0)
-				break;
-			c->out_done += (size_t)n;
-		}
-		return conn_close(c);
-	}
+	if (c->out)
+		return send_out(c);
+	if (c->lingering)
+		return linger(c);
 	if (events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLIN))
 		return conn_close(c);
 	for (;;) {
-		if (c->req_len == sizeof(c->req) - 1)
-			return respond_text(c, 431, "Request Header Fields Too Large");
-		n = read(fd, c->req + c->req_len, sizeof(c->req) - 1 - c->req_len);
+		ssize_t n = read(fd, c->req + c->req_len, sizeof(c->req) - c->req_len);
+
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		if (n <= 0)
+		if (n <= 0) /* closed before its request was whole: nothing to answer */
 			return conn_close(c);
 		c->req_len += (size_t)n;
-		c->req[c->req_len] = '\0';
-		if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
-			return handle_request(c);
+		c->last_active = listen_tick();
+		ret = http_parse_request(c->req, c->req_len, sizeof(c->req), &hr);
+		if (ret != HTTP_MORE)
+			return handle_request(c, ret, &hr);
 	}
 }
 
-static void listen_handler(int listen_fd, uint32_t events, void *data)
+/* a new connection on fd, counted by l (NULL: not counted): NULL if none is free */
+static struct mconn *mconn_open(struct listener *l, int fd)
 {
-	for (;;) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct mconn *c = NULL;
+	struct mconn *c = NULL;
 
-		if (fd < 0)
-			return;
-		for (int i = 0; i < METRICS_MAX_CONNS; i++) {
-			if (conns[i].fd < 0) {
-				c = &conns[i];
-				break;
-			}
-			if (!c || conns[i].opened_ns < c->opened_ns)
-				c = &conns[i];
-		}
-		if (c->fd >= 0)
-			conn_close(c); /* the oldest makes room */
-		c->fd = fd;
-		c->opened_ns = sd_now_ns();
-		c->req_len = 0;
-		c->out = NULL;
-		c->denied = !access_conn_ok(ACCESS_METRICS, fd);
-		if (ev_add(fd, EPOLLIN, conn_handler, c)) {
-			close(fd);
-			c->fd = -1;
-		}
-	}
+	for (int i = 0; i < METRICS_MAX_CONNS && !c; i++)
+		if (conns[i].fd < 0)
+			c = &conns[i];
+	if (!c)
+		return NULL;
+	c->req_len = 0;
+	c->out = NULL;
+	c->lingering = false;
+	c->drained = 0;
+	c->opened = c->last_active = listen_tick();
+	if (ev_add(fd, EPOLLIN, conn_handler, c))
+		return NULL;
+	c->fd = fd;
+	listen_conn_add(l, &c->lc);
+	return c;
 }
+
+static bool mconn_admit(int fd)
+{
+	return access_conn_ok(ACCESS_METRICS, fd); /* loopback, members, --admin-allow */
+}
+
+static int mconn_accept(struct listener *l, int fd, const struct sockaddr_storage *ss)
+{
+	return mconn_open(l, fd) ? 0 : -ENOMEM;
+}
+
+/* the request is the client's turn from the connection on; then, time without progress */
+static enum listen_state mconn_state(struct listen_conn *lc, uint64_t *since)
+{
+	struct mconn *c = container_of(lc, struct mconn, lc);
+
+	if (!c->out && !c->lingering) {
+		*since = c->opened;
+		return LISTEN_TURN;
+	}
+	*since = c->last_active;
+	return LISTEN_IDLE;
+}
+
+static void mconn_timeout(struct listen_conn *lc, const char *why)
+{
+	conn_close(container_of(lc, struct mconn, lc));
+}
+
+/* at the cap, or out of descriptors: one whose request is not whole, or answered, makes room */
+static bool mconn_evictable(struct listen_conn *lc)
+{
+	struct mconn *c = container_of(lc, struct mconn, lc);
+
+	return !c->out;
+}
+
+static const struct listen_ops metrics_listen_ops = {
+	.name = "metrics",
+	.admit = mconn_admit,
+	.accept = mconn_accept,
+	.state = mconn_state,
+	.timeout = mconn_timeout,
+	.evictable = mconn_evictable,
+};
 
 int metrics_parse(const char *arg, char *addr, size_t addr_len, int *port)
 {
@@ -408,16 +608,26 @@ int metrics_parse(const char *arg, char *addr, size_t addr_len, int *port)
 
 int metrics_start(const char *arg)
 {
+	struct listen_limits lim = {
+		.max_conns = METRICS_MAX_CONNS,
+		.cap_option = "the /metrics cap",
+		.turn_timeout = METRICS_TIMEOUT_S,
+		.idle_timeout = METRICS_TIMEOUT_S,
+		.turn_what = "a /metrics request that did not arrive in time",
+		.idle_what = "a /metrics connection that stopped moving",
+	};
 	char addr[64];
-	int port, fds[8], nr;
+	int port, ret;
 
 	if (metrics_parse(arg, addr, sizeof(addr), &port))
 		return -EINVAL;
 	for (int i = 0; i < METRICS_MAX_CONNS; i++)
 		conns[i].fd = -1;
-	nr = ev_listen(addr, port, listen_handler, NULL, fds, ARRAY_SIZE(fds));
-	if (nr < 0)
-		return nr;
+	ret = start_sampler();
+	if (ret < 0)
+		return ret;
+	if (!listener_open(&metrics_listen_ops, &lim, addr, port))
+		return -errno;
 	sd_info("metrics on http://%s:%d/metrics", addr, port);
 	return 0;
 }

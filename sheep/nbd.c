@@ -34,23 +34,40 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "list.h"
 #include "event.h"
+#include "daemon.h"
+#include "listen.h"
 #include "nbd.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "access.h"
+#include "payload.h"
+#include "stat.h"
+#include "work.h"
+#include "trace/trace_req.h"
 
 /* option data the server reads at most (names are up to 4096 bytes) */
 #define NBD_MAX_OPT_LEN 65536
-/* requests and payload bytes in flight per connection before it stops reading */
+/*
+ * Requests and payload bytes in flight per connection before it stops
+ * reading; besides, their payload (writes' and reads') is never more than
+ * its share of the client pool (payload.h).
+ */
 #define NBD_MAX_INFLIGHT 64
 #define NBD_MAX_INFLIGHT_BYTES (128U << 20)
 /*
  * Read payload one connection may hold (reads in flight, replies not sent)
  * before it stops reading requests: a client that pipelines reads and does
- * not read the replies pins this much (and one request more).
+ * not read the replies pins this much (and one request more), whatever the
+ * bound.
  */
 #define NBD_MAX_REPLY_BYTES (16U << 20)
 
+/* main thread: every connection not closed yet */
+static LIST_HEAD(open_conns);
 struct work_queue *nbd_wq;
 
 static void conn_handler(int fd, uint32_t events, void *data);
@@ -68,15 +85,25 @@ void nbd_conn_put(struct nbd_conn *c)
 	free(c);
 }
 
+/* may c read more now? */
+static bool rx_wanted(const struct nbd_conn *c)
+{
+	if (c->close_after_tx || c->mem_wait || c->state == NBD_ST_WAIT)
+		return false;
+	/* the handshake is lockstep: the next option once the last one's replies are sent */
+	if (c->state != NBD_ST_TRANS)
+		return list_empty(&c->tx_queue);
+	return c->nr_inflight < NBD_MAX_INFLIGHT && c->inflight_bytes < NBD_MAX_INFLIGHT_BYTES &&
+	       c->reply_bytes < NBD_MAX_REPLY_BYTES;
+}
+
 void nbd_update_events(struct nbd_conn *c)
 {
 	uint32_t ev = 0;
 
 	if (c->dead)
 		return;
-	if (!c->close_after_tx && c->state != NBD_ST_WAIT && !c->mem_wait &&
-	    c->nr_inflight < NBD_MAX_INFLIGHT && c->inflight_bytes < NBD_MAX_INFLIGHT_BYTES &&
-	    c->reply_bytes < NBD_MAX_REPLY_BYTES)
+	if (rx_wanted(c))
 		ev |= EPOLLIN;
 	if (!list_empty(&c->tx_queue))
 		ev |= EPOLLOUT;
@@ -86,6 +113,17 @@ void nbd_update_events(struct nbd_conn *c)
 	}
 }
 
+/* the request being read (a write cut short) goes, with its payload (not freed twice) */
+static void drop_rx_io(struct nbd_conn *c)
+{
+	if (!c->rx_io)
+		return;
+	if (c->rx_buf == c->rx_io->buf)
+		c->rx_buf = NULL;
+	c->rx_io->tx.release(&c->rx_io->tx);
+	c->rx_io = NULL;
+}
+
 void nbd_close_conn(struct nbd_conn *c)
 {
 	struct nbd_tx *tx, *next;
@@ -93,23 +131,31 @@ void nbd_close_conn(struct nbd_conn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
+	list_del(&c->link);
 	ev_del(c->fd);
 	close(c->fd);
+	listen_conn_del(&c->lc);
 	list_for_each_entry_safe(tx, next, &c->tx_queue, node) {
 		list_del(&tx->node);
 		tx->release(tx);
 	}
-	if (c->rx_io) {
-		/* a write cut short: its payload buffer goes with it, not twice */
-		if (c->rx_buf == c->rx_io->buf)
-			c->rx_buf = NULL;
-		c->rx_io->tx.release(&c->rx_io->tx);
-		c->rx_io = NULL;
-	}
+	drop_rx_io(c);
 	free(c->rx_buf);
 	c->rx_buf = NULL;
 	sd_debug("nbd %s: connection closed", c->peer);
 	nbd_conn_put(c);
+}
+
+void nbd_lock_broken(uint32_t vid, const struct sd_lock_owner *owner)
+{
+	struct nbd_conn *c, *next;
+
+	list_for_each_entry_safe(c, next, &open_conns, link)
+		if (c->id == owner->conn && !memcmp(c->addr, owner->addr, 16)) {
+			/* its lock is gone already: nothing to release at the close */
+			c->locked = false;
+			nbd_drop_conn(c, "an operator took the lock of vid %06" PRIx32 " away", vid);
+		}
 }
 
 /* end the connection of a client that broke the protocol */
@@ -145,6 +191,7 @@ void nbd_flush_tx(struct nbd_conn *c)
 			nbd_close_conn(c);
 			return;
 		}
+		c->last_active = listen_tick();
 		while (tx->idx < tx->nr_iov && (size_t)sent >= tx->iov[tx->idx].iov_len)
 			sent -= tx->iov[tx->idx++].iov_len;
 		if (tx->idx < tx->nr_iov) {
@@ -264,7 +311,7 @@ void nbd_send_rep_err(struct nbd_conn *c, uint32_t type, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 /* transmission */
 
-/* give io's payload back to the connection's and the global counts */
+/* give io's payload back to the connection's share and the pool */
 static void io_free_buf(struct nbd_io *io)
 {
 	struct nbd_conn *c = io->conn;
@@ -277,7 +324,7 @@ static void io_free_buf(struct nbd_io *io)
 	c->inflight_bytes -= io->acct;
 	if (io->type == NBD_CMD_READ)
 		c->reply_bytes -= io->acct;
-	payload_put(io->buf, io->acct);
+	payload_put(&c->share, PAYLOAD_CLIENT, io->buf, io->acct);
 	io->buf = NULL;
 	io->acct = 0;
 }
@@ -296,106 +343,7 @@ static void io_release(struct nbd_tx *tx)
 	nbd_conn_put(c);
 }
 
-static uint8_t *put_chunk(uint8_t *h, uint16_t flags, uint16_t type, uint64_t cookie, uint32_t len)
-{
-	uint32_t v32 = htobe32(NBD_STRUCTURED_REPLY_MAGIC);
-	uint16_t v16;
-	uint64_t v64 = htobe64(cookie);
-
-	memcpy(h, &v32, 4);
-	v16 = htobe16(flags);
-	memcpy(h + 4, &v16, 2);
-	v16 = htobe16(type);
-	memcpy(h + 6, &v16, 2);
-	memcpy(h + 8, &v64, 8);
-	v32 = htobe32(len);
-	memcpy(h + 16, &v32, 4);
-	return h + 20;
-}
-
-static void add_iov(struct nbd_io *io, void *base, size_t len)
-{
-	io->iov[io->tx.nr_iov].iov_base = base;
-	io->iov[io->tx.nr_iov++].iov_len = len;
-}
-
-/* the chunks of a structured reply to READ */
-static void build_read_chunks(struct nbd_io *io)
-{
-	uint8_t *h = io->hdr;
-
-	if (io->nr_runs == 0) {
-		uint8_t *end =
-		    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, io->cookie, 0);
-		add_iov(io, h, end - h);
-		return;
-	}
-	for (int i = 0; i < io->nr_runs; i++) {
-		const struct nbd_run *r = &io->runs[i];
-		uint16_t flags = i == io->nr_runs - 1 ? NBD_REPLY_FLAG_DONE : 0;
-		uint64_t off = htobe64(io->offset + r->off);
-		uint8_t *start = h;
-
-		if (r->hole) {
-			uint32_t hl = htobe32(r->len);
-
-			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_HOLE, io->cookie, 12);
-			memcpy(h, &off, 8);
-			memcpy(h + 8, &hl, 4);
-			h += 12;
-			add_iov(io, start, h - start);
-		} else {
-			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_DATA, io->cookie, 8 + r->len);
-			memcpy(h, &off, 8);
-			h += 8;
-			add_iov(io, start, h - start);
-			add_iov(io, (char *)io->buf + r->off, r->len);
-		}
-	}
-}
-
-static void build_reply(struct nbd_io *io)
-{
-	uint8_t *h = io->hdr;
-	bool read = io->type == NBD_CMD_READ, bs = io->type == NBD_CMD_BLOCK_STATUS;
-
-	io->tx.iov = io->iov;
-	io->tx.nr_iov = 0;
-	io->tx.idx = 0;
-	if (io->structured && (read || bs || io->error)) {
-		if (io->error) {
-			uint32_t err = htobe32(io->error);
-			uint16_t mlen = 0;
-			uint8_t *end =
-			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, io->cookie, 6);
-
-			memcpy(end, &err, 4);
-			memcpy(end + 4, &mlen, 2);
-			add_iov(io, h, end + 6 - h);
-		} else if (read) {
-			build_read_chunks(io);
-		} else {
-			uint8_t *end =
-			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
-				      io->cookie, io->buf_len);
-			add_iov(io, h, end - h);
-			add_iov(io, io->buf, io->buf_len);
-		}
-		return;
-	}
-	uint32_t magic = htobe32(NBD_SIMPLE_REPLY_MAGIC), err = htobe32(io->error);
-	uint64_t cookie = htobe64(io->cookie);
-
-	memcpy(h, &magic, 4);
-	memcpy(h + 4, &err, 4);
-	memcpy(h + 8, &cookie, 8);
-	add_iov(io, h, 16);
-	if (read && !io->error && io->length)
-		add_iov(io, io->buf, io->length);
-}
-
-#ifdef STAT_ENABLED
-/* the statistics row of an NBD command (internal_proto.h) */
+/* the statistics row of an NBD command (internal_proto.h), also the tracer's opcode of it */
 static uint8_t stat_op_of(uint16_t type)
 {
 	switch (type) {
@@ -413,7 +361,6 @@ static uint8_t stat_op_of(uint16_t type)
 		return SD_STAT_NBD_BLOCK_STATUS;
 	}
 }
-#endif
 
 static void io_done(struct work *w)
 {
@@ -432,7 +379,7 @@ static void io_done(struct work *w)
 	/* a write's reply carries no data: its payload is not held while it waits */
 	if (io->type == NBD_CMD_WRITE)
 		io_free_buf(io);
-	build_reply(io);
+	nbd_build_reply(io);
 	queue_tx(io->conn, &io->tx);
 }
 
@@ -484,7 +431,7 @@ static struct nbd_io *new_io(struct nbd_conn *c)
 static int take_payload(struct nbd_conn *c)
 {
 	struct nbd_io *io = c->rx_io;
-	int ret = payload_get(io->length, &io->buf, &io->acct);
+	int ret = payload_get(&c->share, PAYLOAD_CLIENT, io->length, &io->buf, &io->acct);
 
 	if (ret == -EAGAIN)
 		return ret;
@@ -561,17 +508,22 @@ static void handle_request(struct nbd_conn *c)
 		return;
 	case NBD_CMD_READ:
 	case NBD_CMD_WRITE:
+		if (io->length > NBD_MAX_PAYLOAD && io->type == NBD_CMD_WRITE) {
+			/* its payload would have to be read to stay in step: no */
+			sd_warn("nbd %s: write of %" PRIu32 " bytes, over the %u byte limit; "
+				"closing the connection",
+				c->peer, io->length, NBD_MAX_PAYLOAD);
+			io->tx.release(&io->tx);
+			nbd_close_conn(c);
+			return;
+		}
 		if (io->length > NBD_MAX_PAYLOAD) {
-			sd_warn("nbd %s: %s of %" PRIu32 " bytes, over the %u byte limit; closing "
-				"the connection",
-				c->peer, io->type ? "write" : "read", io->length, NBD_MAX_PAYLOAD);
-			if (io->type == NBD_CMD_WRITE) { /* its payload cannot be skipped */
-				io->tx.release(&io->tx);
-				nbd_close_conn(c);
-				return;
-			}
-			c->close_after_tx = true;
-			return reply_now(io, NBD_EOVERFLOW);
+			/* nothing follows a read's header: an error, and the connection goes on */
+			sd_log_ratelimited(60, SDOG_WARNING,
+					   "nbd %s: read of %" PRIu32 " bytes, over the %u byte "
+					   "limit: answered EINVAL",
+					   c->peer, io->length, NBD_MAX_PAYLOAD);
+			return reply_now(io, NBD_EINVAL);
 		}
 		break;
 	case NBD_CMD_FLUSH:
@@ -600,6 +552,39 @@ static void handle_request(struct nbd_conn *c)
 	}
 }
 
+/* the tracer's view of a command (trace/trace_req.h): this node is its gateway */
+static void trace_begin(const struct nbd_io *io, uint64_t queued)
+{
+	struct trace_req tr = {
+		.id = io->trace_id,
+		.oid = vid_to_data_oid(io->exp->vid, (uint32_t)(io->offset >> io->exp->shift)),
+		.queued = queued,
+		.flags = io->trace_flags | TRACE_REQ_GATEWAY,
+		.opcode = stat_op_of(io->type),
+	};
+
+	trace_req_begin(&tr);
+}
+
+static bool read_inline_traced(struct nbd_io *io)
+{
+	bool ok;
+
+	trace_begin(io, 0);
+	ok = nbd_read_inline(io);
+	trace_req_end(ok ? SD_RES_SUCCESS : TRACE_REQ_PASSED);
+	return ok;
+}
+
+static void io_work_traced(struct work *w)
+{
+	struct nbd_io *io = container_of(w, struct nbd_io, work);
+
+	trace_begin(io, w->queued);
+	nbd_io_work(w);
+	trace_req_end(io->error ? SD_RES_EIO : SD_RES_SUCCESS);
+}
+
 /* a whole request (header and payload) is in: queue it, or answer its error */
 static void run_request(struct nbd_conn *c)
 {
@@ -626,9 +611,10 @@ static void run_request(struct nbd_conn *c)
 	/* a block status chunk holds one extent at least: none for no range */
 	if (io->length == 0 && io->type != NBD_CMD_FLUSH)
 		return reply_now(io, io->type == NBD_CMD_BLOCK_STATUS ? NBD_EINVAL : 0);
-	if (io->type == NBD_CMD_READ && nbd_read_inline(io))
+	io->trace_id = trace_req_new(true, e->vid, &io->trace_flags);
+	if (io->type == NBD_CMD_READ && read_inline_traced(io))
 		return reply_now(io, 0);
-	io->work.fn = nbd_io_work;
+	io->work.fn = io_work_traced;
 	io->work.done = io_done;
 	wq_queue(nbd_wq, &io->work);
 }
@@ -639,6 +625,7 @@ static void run_request(struct nbd_conn *c)
 void nbd_start_rx_header(struct nbd_conn *c, enum nbd_state st)
 {
 	c->state = st;
+	c->turn_start = listen_tick();
 	c->hdr_done = 0;
 	c->hdr_len = st == NBD_ST_FLAGS ? 4 : st == NBD_ST_OPT ? 16 : 28;
 	free(c->rx_buf);
@@ -704,24 +691,35 @@ static int rx_bytes(struct nbd_conn *c, void *p, uint32_t len, uint32_t *done)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 0;
-		if (n == 0 && c->state == NBD_ST_TRANS && p == c->hdr && !*done && !c->rx_io &&
-		    c->nr_inflight) {
+		if (n == 0 && c->state == NBD_ST_TRANS) {
+			bool cut = *done || c->rx_io;
+
+			if (cut)
+				sd_warn("nbd %s: connection closed in the middle of a request",
+					c->peer);
+			drop_rx_io(c);
+			c->hdr_done = 0;
 			/*
-			 * EOF between requests with some in flight: the client
-			 * shut its sending side and still reads. Answer them;
-			 * the last reply sent closes the connection.
+			 * EOF in transmission: the client shut its sending side
+			 * and may still read. A request it cut short has no
+			 * reply; every whole one is answered, and the last reply
+			 * sent closes the connection (never one cut in its
+			 * middle by our close).
 			 */
 			c->close_after_tx = true;
 			nbd_flush_tx(c);
 			return -1;
 		}
 		if (n <= 0) {
-			if (n == 0 && (c->state != NBD_ST_TRANS || *done || c->rx_io))
-				sd_warn("nbd %s: connection closed in the middle of a %s", c->peer,
-					c->state == NBD_ST_TRANS ? "request" : "handshake");
+			if (n == 0)
+				sd_warn("nbd %s: connection closed in the middle of a handshake",
+					c->peer);
 			nbd_close_conn(c);
 			return -1;
 		}
+		c->last_active = listen_tick();
+		if (!*done && p == c->hdr)
+			c->rx_start = c->last_active;
 		*done += n;
 	}
 	return 1;
@@ -730,15 +728,13 @@ static int rx_bytes(struct nbd_conn *c, void *p, uint32_t len, uint32_t *done)
 static void conn_rx(struct nbd_conn *c)
 {
 	/* a bounded batch per wake-up, for fairness between connections */
-	for (int i = 0;
-	     i < 16 && !c->dead && !c->close_after_tx && c->state != NBD_ST_WAIT && !c->mem_wait;
-	     i++) {
+	for (int i = 0; i < 16 && !c->dead; i++) {
 		int ret;
 
-		if (c->state == NBD_ST_TRANS && !c->hdr_done &&
-		    (c->nr_inflight >= NBD_MAX_INFLIGHT ||
-		     c->inflight_bytes >= NBD_MAX_INFLIGHT_BYTES ||
-		     c->reply_bytes >= NBD_MAX_REPLY_BYTES))
+		/* a request (or option) begun is read on; the next one when c may */
+		if (!c->hdr_done && !rx_wanted(c))
+			break;
+		if (c->close_after_tx || c->state == NBD_ST_WAIT || c->mem_wait)
 			break;
 		if (c->hdr_done < c->hdr_len) {
 			ret = rx_bytes(c, c->hdr, c->hdr_len, &c->hdr_done);
@@ -801,11 +797,13 @@ static void greet(struct nbd_conn *c)
 }
 
 /*
- * A new connection on fd (non-blocking, accepted): its state, polled, and
- * greeted (the handshake begins). NULL when it cannot be set up (fd is
- * left to the caller). The fuzz harness sets its connections up here too.
+ * A new connection on fd (non-blocking, accepted): its state, polled,
+ * counted by l (NULL: not counted) and greeted (the handshake begins).
+ * NULL when it cannot be set up (fd is left to the caller). The fuzz
+ * harness sets its connections up here too.
  */
-static struct nbd_conn *conn_init(int fd)
+
+static struct nbd_conn *conn_init(struct listener *l, int fd)
 {
 	struct nbd_conn *c = calloc(1, sizeof(*c));
 
@@ -815,42 +813,96 @@ static struct nbd_conn *conn_init(int fd)
 	c->refcnt = 1;
 	c->events = EPOLLIN;
 	c->mem_waiter.resume = conn_mem_resume;
+	c->last_active = listen_tick();
 	INIT_LIST_HEAD(&c->tx_queue);
 	sd_peer_name(fd, c->peer, sizeof(c->peer));
+	sd_peer_addr(fd, c->addr, NULL);
+	c->id = daemon_conn_id();
 	if (ev_add(fd, EPOLLIN, conn_handler, c)) {
 		free(c);
 		return NULL;
 	}
+	listen_conn_add(l, &c->lc);
+	list_add_tail(&c->link, &open_conns);
 	sd_debug("nbd %s: new connection", c->peer);
 	nbd_start_rx_header(c, NBD_ST_FLAGS);
 	greet(c);
 	return c;
 }
 
-static void listen_handler(int listen_fd, uint32_t events, void *data)
+static bool conn_admit(int fd)
 {
-	for (;;) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				sd_err("nbd: accept failed: %m");
-			return;
-		}
-		if (!access_conn_ok(ACCESS_NBD, fd)) { /* loopback and --nbd-allow */
-			close(fd);
-			continue;
-		}
-		sd_set_nodelay(fd);
-		if (!conn_init(fd))
-			close(fd);
-	}
+	return access_conn_ok(ACCESS_NBD, fd); /* loopback and --nbd-allow */
 }
 
-int nbd_init(const char *addr, int port, int nr_threads)
+static int conn_accept(struct listener *l, int fd, const struct sockaddr_storage *ss)
 {
-	int fds[8], nr;
+	return conn_init(l, fd) ? 0 : -ENOMEM;
+}
 
+/*
+ * For the listener's timeouts (--client-timeout, --idle-timeout): in the
+ * handshake, the client's turn runs from the greeting or the last
+ * option's answer to its next option, whole; in transmission, from a
+ * request's first byte to its last. An option being processed, requests
+ * in flight, replies to send or a request waiting for payload memory are
+ * the daemon's turn.
+ */
+static enum listen_state conn_state(struct listen_conn *lc, uint64_t *since)
+{
+	struct nbd_conn *c = container_of(lc, struct nbd_conn, lc);
+
+	if (c->state == NBD_ST_WAIT || c->mem_wait)
+		return LISTEN_BUSY;
+	if (c->state != NBD_ST_TRANS) {
+		*since = c->turn_start;
+		return LISTEN_TURN;
+	}
+	if (c->hdr_done || c->rx_io) {
+		*since = c->rx_start;
+		return LISTEN_TURN;
+	}
+	if (c->nr_inflight || !list_empty(&c->tx_queue))
+		return LISTEN_BUSY;
+	*since = c->last_active;
+	return LISTEN_IDLE;
+}
+
+static void conn_timeout(struct listen_conn *lc, const char *why)
+{
+	struct nbd_conn *c = container_of(lc, struct nbd_conn, lc);
+
+	sd_debug("nbd %s: closing %s", c->peer, why);
+	nbd_close_conn(c);
+}
+
+/* at the cap, or out of descriptors: a connection still in its handshake makes room */
+static bool conn_evictable(struct listen_conn *lc)
+{
+	struct nbd_conn *c = container_of(lc, struct nbd_conn, lc);
+
+	return c->state == NBD_ST_FLAGS || c->state == NBD_ST_OPT;
+}
+
+static const struct listen_ops nbd_listen_ops = {
+	.name = "nbd",
+	.admit = conn_admit,
+	.accept = conn_accept,
+	.state = conn_state,
+	.timeout = conn_timeout,
+	.evictable = conn_evictable,
+};
+
+int nbd_init(const struct nbd_config *cfg)
+{
+	struct listen_limits lim = {
+		.max_conns = cfg->max_conns,
+		.cap_option = "--nbd-max-connections",
+		.turn_timeout = cfg->client_timeout,
+		.idle_timeout = cfg->idle_timeout,
+		.turn_what = "an NBD handshake or request that did not arrive in time "
+			     "(--client-timeout)",
+	};
 	static const struct {
 		uint8_t op;
 		const char *name;
@@ -861,15 +913,15 @@ int nbd_init(const char *addr, int port, int nr_threads)
 		     { SD_STAT_NBD_WRITE_ZEROES, "NBD_WRITE_ZEROES" },
 		     { SD_STAT_NBD_BLOCK_STATUS, "NBD_BLOCK_STATUS" } };
 
-	nbd_wq = wq_create("nbd", nr_threads);
+	nbd_wq = wq_create("nbd", cfg->nr_threads);
 	if (!nbd_wq)
 		return -ENOMEM;
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
 		if (stat_register_op(rows[i].op, rows[i].name, "nbd") < 0)
 			sd_warn("no statistics slot for %s", rows[i].name);
-	nr = ev_listen(addr, port, listen_handler, NULL, fds, ARRAY_SIZE(fds));
-	if (nr < 0)
-		return nr;
-	sd_info("nbd: serving vdis on %s port %d", addr && *addr ? addr : "every address", port);
+	if (!listener_open(&nbd_listen_ops, &lim, cfg->addr, cfg->port))
+		return -errno;
+	sd_info("nbd: serving vdis on %s port %d, at most %d connections",
+		cfg->addr && *cfg->addr ? cfg->addr : "every address", cfg->port, cfg->max_conns);
 	return 0;
 }

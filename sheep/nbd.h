@@ -14,11 +14,28 @@
 #include <sys/uio.h>
 
 #include "list.h"
-#include "sheep_priv.h"
+#include "listen.h"
+#include "payload.h"
 #include "sheepdog_proto.h"
+#include "stat.h"
 #include "work.h"
 
 #define NBD_DEFAULT_PORT 10809
+
+/* what main hands nbd_init */
+struct nbd_config {
+	const char *addr; /* NULL or "": every address */
+	int port;
+	int nr_threads;	    /* of the nbd work queue */
+	int max_conns;	    /* --nbd-max-connections (> 0) */
+	int client_timeout; /* --client-timeout, --idle-timeout: as the sheepdog port's */
+	int idle_timeout;
+};
+/* nbd.c: NBD export of the VDIs (listen.h: the cap and the timeouts): 0 or -errno */
+int nbd_init(const struct nbd_config *cfg);
+/* an operator took vid's lock from owner: if it is an NBD client of this node, disconnect it */
+struct sd_lock_owner;
+void nbd_lock_broken(uint32_t vid, const struct sd_lock_owner *owner);
 
 /* handshake */
 #define NBD_MAGIC UINT64_C(0x4e42444d41474943)	   /* "NBDMAGIC" */
@@ -132,7 +149,12 @@ struct nbd_export {
 	uint64_t size;
 	uint8_t shift;
 	uint8_t copies;
-	bool readonly; /* a snapshot */
+	bool readonly; /* a snapshot, or shared_ro */
+	/*
+	 * A working VDI that another client holds the lock of: served read-only
+	 * (qemu-img info, qemu-io -r), its map as it was when it was opened
+	 */
+	bool shared_ro;
 	uint32_t nr_objs;
 	uint32_t *map;
 	uint8_t *busy; /* bit per object */
@@ -168,6 +190,9 @@ struct nbd_io {
 	uint32_t acct; /* bytes of buf counted against the payload bound (0: malloc'd) */
 	/* collie node stat's count of it, from the whole request to its reply's queueing */
 	struct stat_req stat;
+	/* the tracer's request id (trace/trace_req.h) and its flags */
+	uint64_t trace_id;
+	uint16_t trace_flags;
 	struct stat_track stat_track; /* on the hang check's list from new_io to the free */
 	/* the reply: error (NBD errno) or, for reads, the runs of data and holes */
 	uint32_t error;
@@ -194,6 +219,10 @@ enum nbd_state {
 
 struct nbd_conn {
 	int fd;
+	struct listen_conn lc; /* the listener's: its slot and its timeouts */
+	/* listen_tick()s: the client's turn began (the handshake's current
+	   message awaited), the request being read began, the last byte moved */
+	uint64_t turn_start, rx_start, last_active;
 	int refcnt; /* the connection + every work or ordered op that refers to it */
 	bool dead;
 	bool close_after_tx; /* once replies are sent and nothing is in flight */
@@ -205,6 +234,9 @@ struct nbd_conn {
 	bool structured;
 	bool meta_alloc; /* base:allocation selected */
 	bool locked;	 /* holds the lock of exp's VDI */
+	uint8_t addr[16]; /* the client's address (v4-mapped for IPv4) */
+	uint64_t id;	  /* unique among this daemon's NBD connections: a lock's owner */
+	struct list_node link; /* in the list of every open connection */
 
 	/* rx: a fixed header, then rx_len bytes into rx_buf */
 	uint8_t hdr[28];
@@ -218,7 +250,9 @@ struct nbd_conn {
 	int nr_inflight;
 	uint64_t inflight_bytes; /* payload of its requests (writes' and reads') */
 	uint64_t reply_bytes;	 /* of which, reads' (in flight or not sent yet) */
-	/* rx_io waits for payload memory (--max-inflight-bytes), rx stopped */
+	/* the same, as its share of the client pool (payload.h) */
+	struct payload_share share;
+	/* rx_io waits for payload memory (its share of --max-inflight-bytes), rx stopped */
 	bool mem_wait;
 	struct payload_waiter mem_waiter;
 
@@ -279,6 +313,8 @@ static inline uint16_t nbd_get_be16(const uint8_t *p)
 	return be16toh(v);
 }
 
+/* nbd_io.c: the reply of io, simple or structured, into io->tx (main thread) */
+void nbd_build_reply(struct nbd_io *io);
 /* nbd_io.c, on worker threads */
 void nbd_io_work(struct work *w);
 /*

@@ -1,11 +1,12 @@
 /*
  * NBD requests mapped onto a VDI's objects, on the nbd worker threads.
  *
- * Every object access goes through the gateway's client entry points
- * (gateway_read_obj and friends) with a request built here, exactly as if
- * a sheepdog client had sent it: replication, snapshots' read-only data and
- * the tracer apply alike. The VDI's data map (the inode's data_vdi_id) is
- * cached per export and changed like QEMU's sheepdog driver did:
+ * Every object access goes through the gateway (gateway.h), as the
+ * sheepdog protocol's object ops do, with the VDI's attributes read from
+ * the VDI table at each access: replication, snapshots' frozen data and
+ * the discard policy apply alike. The VDI's data map (the inode's
+ * data_vdi_id) is cached per export and changed like QEMU's sheepdog
+ * driver did:
  *
  * - a read of an object whose entry is 0 is a hole (zeros); otherwise it
  *   reads oid(entry, idx), which may be an ancestor's object;
@@ -15,8 +16,8 @@
  *   after a creation the inode's entry is written (4 bytes at
  *   SD_INODE_HEADER_SIZE + 4 * idx);
  * - TRIM, and WRITE_ZEROES without NO_HOLE, release whole objects: the
- *   entry is zeroed first, then an object of the VDI's own vid is removed,
- *   so that a later partial creation starts from zeros.
+ *   entry is zeroed, and the gateway's discard policy removes an object of
+ *   the VDI's own vid, so that a later partial creation starts from zeros.
  *
  * A write that changes an entry marks the object busy for its whole
  * duration; any other request on that object waits for it (exp->cond).
@@ -29,9 +30,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "nbd.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "gateway.h"
+#include "lock.h"
+#include "vdi_table.h"
 
 uint32_t nbd_errno(int res)
 {
@@ -61,60 +67,57 @@ static uint32_t obj_size(const struct nbd_export *e)
 	return UINT32_C(1) << e->shift;
 }
 
-/* a client request of the sheepdog protocol, built for the gateway */
-static void init_obj_req(struct request *r, uint8_t opcode, uint64_t oid, void *buf, uint32_t len,
-			 uint64_t off, uint8_t copies)
+/*
+ * What the gateway needs of vid now (a snapshot taken under the export
+ * freezes it): for a read of a VDI the table does not know (an ancestor
+ * deleted since), the cluster's defaults; a write needs the VDI. SD_RES_*.
+ */
+static int vdi_now(uint32_t vid, bool write, struct vdi_attr *attr)
 {
-	memset(r, 0, sizeof(*r));
-	r->rq.proto_ver = SD_PROTO_VER;
-	r->rq.opcode = opcode;
-	r->rq.data_length = len;
-	r->rq.obj.oid = oid;
-	r->rq.obj.offset = off;
-	r->rq.obj.copies = copies;
-	r->data = buf;
+	int ret = vdi_get_attr(vid, attr);
+
+	if (ret != SD_RES_SUCCESS && !write) {
+		*attr = (struct vdi_attr){ .shift = SD_MAX_BLOCK_SIZE_SHIFT };
+		ret = SD_RES_SUCCESS;
+	}
+	return ret;
 }
 
-static int obj_read(const struct nbd_export *e, uint32_t vid, uint32_t idx, void *buf, uint32_t len,
-		    uint32_t off)
+static int obj_read(uint32_t vid, uint32_t idx, void *buf, uint32_t len, uint32_t off)
 {
-	struct request r;
+	struct vdi_attr attr;
 
-	init_obj_req(&r, SD_OP_READ_OBJ, vid_to_data_oid(vid, idx), buf, len, off, e->copies);
-	return gateway_read_obj(&r);
+	vdi_now(vid, false, &attr);
+	return gateway_read(vid_to_data_oid(vid, idx), buf, len, off, &attr);
 }
 
 /* write (or create, with cow_vid: from that VDI's object) object idx of vid */
-static int obj_write(const struct nbd_export *e, uint32_t vid, uint32_t idx, const void *buf,
-		     uint32_t len, uint32_t off, bool create, uint32_t cow_vid, bool sync)
+static int obj_write(uint32_t vid, uint32_t idx, const void *buf, uint32_t len, uint32_t off,
+		     bool create, uint32_t cow_vid, bool sync)
 {
-	struct request r;
+	struct vdi_attr attr;
+	int ret = vdi_now(vid, true, &attr);
 
-	init_obj_req(&r, create ? SD_OP_CREATE_AND_WRITE_OBJ : SD_OP_WRITE_OBJ,
-		     vid_to_data_oid(vid, idx), (void *)buf, len, off, e->copies);
-	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
-	if (create && cow_vid) {
-		r.rq.flags |= SD_FLAG_CMD_COW;
-		r.rq.obj.cow_oid = vid_to_data_oid(cow_vid, idx);
-	}
-	return create ? gateway_create_and_write_obj(&r) : gateway_write_obj(&r);
+	if (ret != SD_RES_SUCCESS)
+		return ret;
+	if (create)
+		return gateway_create(vid_to_data_oid(vid, idx),
+				      cow_vid ? vid_to_data_oid(cow_vid, idx) : 0, buf, len, off,
+				      sync ? GW_SYNC : 0, &attr);
+	return gateway_write(vid_to_data_oid(vid, idx), buf, len, off, sync ? GW_SYNC : 0, &attr);
 }
 
-/* vid's inode entry for idx becomes val */
-static int set_entry(const struct nbd_export *e, uint32_t vid, uint32_t idx, uint32_t val,
-		     bool sync)
+/* vid's inode entry for idx becomes val (0: the gateway discards vid's own object) */
+static int set_entry(uint32_t vid, uint32_t idx, uint32_t val, bool sync)
 {
-	struct request r;
-	uint8_t shift;
-	bool snapshot;
+	struct vdi_attr attr;
+	int ret = vdi_now(vid, true, &attr);
 
-	/* the gateway lets inodes be written: a snapshot's map must stay as it is */
-	if (vdi_lookup_attr(vid, &shift, &snapshot) == SD_RES_SUCCESS && snapshot)
-		return SD_RES_READONLY;
-	init_obj_req(&r, SD_OP_WRITE_OBJ, vid_to_vdi_oid(vid), &val, sizeof(val),
-		     SD_INODE_HEADER_SIZE + (uint64_t)idx * sizeof(uint32_t), e->copies);
-	r.rq.flags = SD_FLAG_CMD_WRITE | (sync ? 0 : SD_FLAG_CMD_CACHE);
-	return gateway_write_obj(&r);
+	if (ret != SD_RES_SUCCESS)
+		return ret;
+	return gateway_write(vid_to_vdi_oid(vid), &val, sizeof(val),
+			     SD_INODE_HEADER_SIZE + (uint64_t)idx * sizeof(uint32_t),
+			     sync ? GW_SYNC : 0, &attr);
 }
 
 static bool is_busy(const struct nbd_export *e, uint32_t idx)
@@ -152,9 +155,10 @@ static void put_entry(struct nbd_export *e, uint32_t idx, uint32_t val)
 	pthread_mutex_unlock(&e->lock);
 }
 
-static void remove_own(const struct nbd_export *e, uint32_t vid, uint32_t idx)
+/* an object that the map does not name (its entry could not be written) */
+static void remove_own(uint32_t vid, uint32_t idx)
 {
-	int ret = gateway_obj_remove(vid_to_data_oid(vid, idx), e->copies);
+	int ret = gateway_remove(vid_to_data_oid(vid, idx), NULL);
 
 	if (ret != SD_RES_SUCCESS && ret != SD_RES_NO_OBJ)
 		sd_warn("released object %016" PRIx64 " stays: %s", vid_to_data_oid(vid, idx),
@@ -218,15 +222,15 @@ static int write_piece(struct nbd_export *e, uint32_t idx, const void *buf, uint
 	for (int tries = 0;; tries++) {
 		cur = get_entry(e, idx, true, true, &vid);
 		if (cur == vid) {
-			ret = obj_write(e, vid, idx, buf, len, off, false, 0, sync);
+			ret = obj_write(vid, idx, buf, len, off, false, 0, sync);
 		} else {
-			ret = obj_write(e, vid, idx, buf, len, off, true, whole ? 0 : cur, sync);
+			ret = obj_write(vid, idx, buf, len, off, true, whole ? 0 : cur, sync);
 			if (ret == SD_RES_SUCCESS) {
-				ret = set_entry(e, vid, idx, vid, sync);
+				ret = set_entry(vid, idx, vid, sync);
 				/* an object the map does not name must not leak into a later
 				 * creation */
 				if (ret != SD_RES_SUCCESS)
-					remove_own(e, vid, idx);
+					remove_own(vid, idx);
 			}
 			put_entry(e, idx, ret == SD_RES_SUCCESS ? vid : cur);
 		}
@@ -245,11 +249,9 @@ static int release_piece(struct nbd_export *e, uint32_t idx, bool sync)
 	for (int tries = 0;; tries++) {
 		cur = get_entry(e, idx, true, false, &vid);
 		ret = SD_RES_SUCCESS;
-		if (cur) {
-			ret = set_entry(e, vid, idx, 0, sync);
-			if (ret == SD_RES_SUCCESS && cur == vid)
-				remove_own(e, vid, idx);
-		}
+		/* the gateway's discard policy removes an object of vid's own */
+		if (cur)
+			ret = set_entry(vid, idx, 0, sync);
 		put_entry(e, idx, ret == SD_RES_SUCCESS ? 0 : cur);
 		if (ret != SD_RES_READONLY || tries == 2 ||
 		    follow_snapshot(e, vid) != SD_RES_SUCCESS)
@@ -293,7 +295,7 @@ static int do_read(struct nbd_io *io)
 			add_run(io, done, len, io->structured);
 			continue;
 		}
-		ret = obj_read(e, vid, idx, p, len, off);
+		ret = obj_read(vid, idx, p, len, off);
 		if (ret == SD_RES_NO_OBJ && vid != own) {
 			/* an ancestor's object that was never written reads as zeros */
 			memset(p, 0, len);
@@ -311,7 +313,7 @@ bool nbd_read_inline(struct nbd_io *io)
 	struct nbd_export *e = io->exp;
 	uint32_t idx = (uint32_t)(io->offset >> e->shift);
 	uint32_t off = (uint32_t)(io->offset & (obj_size(e) - 1)), vid;
-	struct request r;
+	struct vdi_attr attr;
 	bool busy;
 
 	if ((uint64_t)off + io->length > obj_size(e))
@@ -324,9 +326,9 @@ bool nbd_read_inline(struct nbd_io *io)
 	if (busy)
 		return false;
 	if (vid) {
-		init_obj_req(&r, SD_OP_READ_OBJ, vid_to_data_oid(vid, idx), io->buf, io->length,
-			     off, e->copies);
-		if (!gateway_read_obj_inline(&r))
+		vdi_now(vid, false, &attr);
+		if (!gateway_read_cached(vid_to_data_oid(vid, idx), io->buf, io->length, off,
+					 &attr))
 			return false;
 	} else if (!io->structured) {
 		memset(io->buf, 0, io->length);
@@ -414,17 +416,6 @@ static int do_trim_or_zero(struct nbd_io *io)
 	return ret;
 }
 
-/* FLUSH_VDI's work for the export's VDI: this node's store and every other node's */
-static int flush_all(uint32_t vid)
-{
-	struct request r;
-
-	memset(&r, 0, sizeof(r));
-	r.rq.opcode = SD_OP_FLUSH_VDI;
-	r.rq.obj.oid = vid_to_vdi_oid(vid);
-	return gateway_flush_vdi(&r);
-}
-
 static void put_be32(uint8_t *p, uint32_t v)
 {
 	p[0] = v >> 24;
@@ -494,7 +485,7 @@ void nbd_io_work(struct work *w)
 		ret = do_write(io, NULL); /* FUA: every object write is synchronous */
 		break;
 	case NBD_CMD_FLUSH:
-		ret = flush_all(io->exp->vid);
+		ret = gateway_flush(vid_to_vdi_oid(io->exp->vid));
 		break;
 	case NBD_CMD_TRIM:
 	case NBD_CMD_WRITE_ZEROES:
@@ -513,26 +504,10 @@ void nbd_io_work(struct work *w)
 			 io->type, io->offset, io->length, sd_strerror(ret));
 }
 
-/* GET_VDI_INFO's resolution, called directly: name + tag, or snapid */
+/* a name (and tag, or snapid) to its vid: the VDI table's answer */
 static int resolve(const char *name, const char *tag, uint32_t snapid, uint32_t *vid)
 {
-	struct request r;
-	char names[SD_MAX_VDI_LEN + SD_MAX_VDI_TAG_LEN] = { 0 };
-	int ret;
-
-	memset(&r, 0, sizeof(r));
-	snprintf(names, SD_MAX_VDI_LEN, "%s", name);
-	snprintf(names + SD_MAX_VDI_LEN, SD_MAX_VDI_TAG_LEN, "%s", tag);
-	r.rq.proto_ver = SD_PROTO_VER;
-	r.rq.opcode = SD_OP_GET_VDI_INFO;
-	r.rq.flags = SD_FLAG_CMD_WRITE;
-	r.rq.data_length = sizeof(names);
-	r.rq.vdi.snapid = snapid;
-	r.data = names;
-	ret = vdi_op_get_info(&r);
-	if (ret == SD_RES_SUCCESS)
-		*vid = r.rp.vdi.vdi_id;
-	return ret;
+	return vdi_find_vid(name, snapid, tag, vid);
 }
 
 int nbd_export_resolve(struct nbd_export *e, const char *export)
@@ -567,7 +542,7 @@ int nbd_export_load(struct nbd_export *e, bool with_map)
 
 	if (!h)
 		return SD_RES_NO_MEM;
-	ret = gateway_obj_read(vid_to_vdi_oid(e->vid), h, SD_INODE_HEADER_SIZE, 0, 0);
+	ret = gateway_read(vid_to_vdi_oid(e->vid), h, SD_INODE_HEADER_SIZE, 0, NULL);
 	if (ret == SD_RES_SUCCESS) {
 		e->size = h->vdi_size;
 		e->shift = h->block_size_shift ? h->block_size_shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
@@ -588,8 +563,8 @@ int nbd_export_load(struct nbd_export *e, bool with_map)
 	if (!e->map || !e->busy)
 		return SD_RES_NO_MEM;
 	if (e->nr_objs)
-		ret = gateway_obj_read(vid_to_vdi_oid(e->vid), e->map,
-				       e->nr_objs * sizeof(uint32_t), SD_INODE_HEADER_SIZE, 0);
+		ret = gateway_read(vid_to_vdi_oid(e->vid), e->map, e->nr_objs * sizeof(uint32_t),
+				   SD_INODE_HEADER_SIZE, NULL);
 	return ret;
 }
 
@@ -620,7 +595,6 @@ static char *export_name(const struct sd_inode_header *h)
 
 int nbd_list_exports(char ***names)
 {
-	struct request r;
 	struct sd_inode_header *h = malloc(sizeof(*h));
 	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
 	char **v = NULL;
@@ -628,14 +602,7 @@ int nbd_list_exports(char ***names)
 
 	if (!h || !bitmap)
 		goto out_free;
-	memset(&r, 0, sizeof(r));
-	r.rq.opcode = SD_OP_READ_VDIS;
-	r.rq.data_length = SD_VDI_BITMAP_SIZE;
-	r.data = bitmap;
-	if (vdi_op_read_vdis(&r) != SD_RES_SUCCESS) {
-		ret = -EIO;
-		goto out_free;
-	}
+	vdi_copy_bitmap(bitmap, SD_VDI_BITMAP_SIZE);
 	for (uint32_t vid = 1; vid < SD_NR_VDIS; vid++) {
 		char *name;
 
@@ -644,7 +611,7 @@ int nbd_list_exports(char ***names)
 			continue;
 		}
 		if (!sd_vid_test(bitmap, vid) ||
-		    gateway_obj_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, 0))
+		    gateway_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, NULL))
 			continue;
 		name = export_name(h);
 		if (!name)
@@ -671,4 +638,105 @@ out_free:
 	free(bitmap);
 	free(h);
 	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* the reply of a request, as iovecs over io->hdr and io->buf (main thread) */
+
+static uint8_t *put_chunk(uint8_t *h, uint16_t flags, uint16_t type, uint64_t cookie, uint32_t len)
+{
+	uint32_t v32 = htobe32(NBD_STRUCTURED_REPLY_MAGIC);
+	uint16_t v16;
+	uint64_t v64 = htobe64(cookie);
+
+	memcpy(h, &v32, 4);
+	v16 = htobe16(flags);
+	memcpy(h + 4, &v16, 2);
+	v16 = htobe16(type);
+	memcpy(h + 6, &v16, 2);
+	memcpy(h + 8, &v64, 8);
+	v32 = htobe32(len);
+	memcpy(h + 16, &v32, 4);
+	return h + 20;
+}
+
+static void add_iov(struct nbd_io *io, void *base, size_t len)
+{
+	io->iov[io->tx.nr_iov].iov_base = base;
+	io->iov[io->tx.nr_iov++].iov_len = len;
+}
+
+/* the chunks of a structured reply to READ */
+static void build_read_chunks(struct nbd_io *io)
+{
+	uint8_t *h = io->hdr;
+
+	if (io->nr_runs == 0) {
+		uint8_t *end =
+		    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, io->cookie, 0);
+		add_iov(io, h, end - h);
+		return;
+	}
+	for (int i = 0; i < io->nr_runs; i++) {
+		const struct nbd_run *r = &io->runs[i];
+		uint16_t flags = i == io->nr_runs - 1 ? NBD_REPLY_FLAG_DONE : 0;
+		uint64_t off = htobe64(io->offset + r->off);
+		uint8_t *start = h;
+
+		if (r->hole) {
+			uint32_t hl = htobe32(r->len);
+
+			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_HOLE, io->cookie, 12);
+			memcpy(h, &off, 8);
+			memcpy(h + 8, &hl, 4);
+			h += 12;
+			add_iov(io, start, h - start);
+		} else {
+			h = put_chunk(h, flags, NBD_REPLY_TYPE_OFFSET_DATA, io->cookie, 8 + r->len);
+			memcpy(h, &off, 8);
+			h += 8;
+			add_iov(io, start, h - start);
+			add_iov(io, (char *)io->buf + r->off, r->len);
+		}
+	}
+}
+
+void nbd_build_reply(struct nbd_io *io)
+{
+	uint8_t *h = io->hdr;
+	bool read = io->type == NBD_CMD_READ, bs = io->type == NBD_CMD_BLOCK_STATUS;
+
+	io->tx.iov = io->iov;
+	io->tx.nr_iov = 0;
+	io->tx.idx = 0;
+	if (io->structured && (read || bs || io->error)) {
+		if (io->error) {
+			uint32_t err = htobe32(io->error);
+			uint16_t mlen = 0;
+			uint8_t *end =
+			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, io->cookie, 6);
+
+			memcpy(end, &err, 4);
+			memcpy(end + 4, &mlen, 2);
+			add_iov(io, h, end + 6 - h);
+		} else if (read) {
+			build_read_chunks(io);
+		} else {
+			uint8_t *end =
+			    put_chunk(h, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
+				      io->cookie, io->buf_len);
+			add_iov(io, h, end - h);
+			add_iov(io, io->buf, io->buf_len);
+		}
+		return;
+	}
+	uint32_t magic = htobe32(NBD_SIMPLE_REPLY_MAGIC), err = htobe32(io->error);
+	uint64_t cookie = htobe64(io->cookie);
+
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &err, 4);
+	memcpy(h + 8, &cookie, 8);
+	add_iov(io, h, 16);
+	if (read && !io->error && io->length)
+		add_iov(io, io->buf, io->length);
 }

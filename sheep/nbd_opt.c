@@ -19,8 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "list.h"
 #include "nbd.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "ops.h"
+#include "ordered.h"
+#include "request.h"
+#include "work.h"
 
 /* an option processed on a worker */
 struct nbd_optwork {
@@ -46,7 +54,8 @@ struct nbd_vdi_req {
 /* ------------------------------------------------------------------ */
 /* the VDI's lock */
 
-static void vdi_req_init(struct nbd_vdi_req *vr, uint8_t opcode, const char *name)
+static void vdi_req_init(struct nbd_vdi_req *vr, const struct nbd_conn *c, uint8_t opcode,
+			 const char *name)
 {
 	memset(vr, 0, sizeof(*vr));
 	snprintf(vr->names, SD_MAX_VDI_LEN, "%s", name);
@@ -56,6 +65,9 @@ static void vdi_req_init(struct nbd_vdi_req *vr, uint8_t opcode, const char *nam
 	vr->req.rq.vdi.type = SD_LOCK_TYPE_NORMAL;
 	vr->req.data = vr->names;
 	vr->req.op = get_sd_op(opcode);
+	/* the lock is this connection's */
+	memcpy(vr->req.ord.owner.addr, c->addr, sizeof(c->addr));
+	vr->req.ord.owner.conn = c->id;
 	INIT_LIST_NODE(&vr->req.node);
 }
 
@@ -81,7 +93,7 @@ void nbd_release_lock(struct nbd_conn *c)
 		sd_err("nbd: out of memory: vdi %s stays locked", c->exp->name);
 		return;
 	}
-	vdi_req_init(vr, SD_OP_RELEASE_VDI, c->exp->name);
+	vdi_req_init(vr, c, SD_OP_RELEASE_VDI, c->exp->name);
 	/* the name with one NUL, like QEMU */
 	vr->req.rq.data_length = strlen(vr->names) + 1;
 	vr->req.rq.vdi.base_vdi_id = c->exp->vid;
@@ -97,8 +109,10 @@ static uint16_t transmission_flags(const struct nbd_export *e)
 	uint16_t flags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA;
 
 	/* a snapshot never changes: every connection sees the same data */
-	if (e->readonly)
+	if (e->readonly && !e->shared_ro)
 		flags |= NBD_FLAG_READ_ONLY | NBD_FLAG_CAN_MULTI_CONN;
+	else if (e->readonly)
+		flags |= NBD_FLAG_READ_ONLY; /* another client writes it */
 	else
 		flags |= NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
 	return flags;
@@ -217,6 +231,8 @@ static void load_work(struct work *w)
 	struct nbd_optwork *ow = container_of(w, struct nbd_optwork, work);
 
 	ow->ret = nbd_export_load(ow->exp, true);
+	if (ow->exp->shared_ro)
+		ow->exp->readonly = true;
 }
 
 static void load_done(struct work *w)
@@ -225,7 +241,7 @@ static void load_done(struct work *w)
 	struct nbd_conn *c = ow->conn;
 
 	if (!c->dead) {
-		if (ow->ret == SD_RES_SUCCESS && ow->exp->readonly)
+		if (ow->ret == SD_RES_SUCCESS && ow->exp->readonly && !ow->exp->shared_ro)
 			ow->ret = SD_RES_READONLY; /* snapshotted meanwhile */
 		if (ow->ret == SD_RES_SUCCESS)
 			finish_go(c, ow);
@@ -253,10 +269,22 @@ static void lock_done(struct request *req)
 	uint32_t vid = req->rp.vdi.vdi_id;
 
 	free(vr);
-	if (ret == SD_RES_SUCCESS) {
+	/*
+	 * Locked by another client (a VM, another NBD writer): served
+	 * read-only, without the lock (qemu-img info, qemu-io -r open it; a
+	 * writer is told the export is read-only)
+	 */
+	if (ret == SD_RES_VDI_LOCKED) {
+		sd_info("nbd %s: vdi %s is locked by another client: read-only", c->peer,
+			ow->exp->name);
+		ow->exp->shared_ro = true;
+		ret = SD_RES_SUCCESS;
+	} else if (ret == SD_RES_SUCCESS) {
 		c->locked = true;
 		/* the working VDI may have changed since the name was resolved */
 		ow->exp->vid = vid;
+	}
+	if (ret == SD_RES_SUCCESS) {
 		ow->work.fn = load_work;
 		ow->work.done = load_done;
 		wq_queue(nbd_wq, &ow->work);
@@ -280,7 +308,7 @@ static void take_lock(struct nbd_conn *c, struct nbd_optwork *ow)
 		nbd_conn_put(c);
 		return;
 	}
-	vdi_req_init(vr, SD_OP_LOCK_VDI, ow->exp->name);
+	vdi_req_init(vr, c, SD_OP_LOCK_VDI, ow->exp->name);
 	vr->req.rq.data_length = sizeof(vr->names);
 	vr->req.done = lock_done;
 	vr->conn = c;

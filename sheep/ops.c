@@ -5,13 +5,29 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "config.h"
+#include "internal_proto.h"
+#include "logger.h"
+#include "util.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "daemon.h"
+#include "deleted.h"
+#include "group.h"
+#include "join.h"
+#include "lock.h"
+#include "obj_ops.h"
+#include "ops.h"
+#include "ops_exec.h"
+#include "peer.h"
+#include "request.h"
+#include "stat.h"
+#include "vdi.h"
 #include "store/store.h"
+#include "store/md.h"
 #ifdef HAVE_TRACE
 #include "trace/trace.h"
 #endif
@@ -27,8 +43,8 @@ static int op_get_cluster_default(struct request *req)
 static int op_make_fs(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
-	int ret = group_format(rq->cluster.ctime, rq->cluster.copies,
-			       rq->cluster.block_size_shift, req->nr_members);
+	int ret = group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.block_size_shift,
+			       req->ord.nr_storing);
 
 	switch (ret) {
 	case 0:
@@ -55,10 +71,10 @@ static int op_stat_cluster(struct request *req)
 	if (max > 0)
 		n = group_read_epoch_logs(req->data, max);
 	req->rp.cinfo.status = cs.formatted ? SD_STATUS_OK : SD_STATUS_WAIT_FOR_FORMAT;
-	if (group_is_waiting() || recovery_join_waits())
+	if (group_is_waiting() || join_waits())
 		req->rp.cinfo.status = SD_STATUS_WAIT_FOR_JOIN;
 	req->rp.cinfo.flags = group_started_clean() ? SD_CINFO_CLEAN_STOP : 0;
-	if (sys.shutting_down)
+	if (daemon_stopping())
 		req->rp.cinfo.status = SD_STATUS_SHUTDOWN;
 	req->rp.cinfo.epoch = cs.epoch;
 	req->rp.cinfo.nr_epochs = n;
@@ -72,6 +88,37 @@ static int op_stat_cluster(struct request *req)
 static int op_force_start(struct request *req)
 {
 	return group_force_start() ? SD_RES_NOT_WAITING : SD_RES_SUCCESS;
+}
+
+static int op_log_level(struct request *req)
+{
+	uint32_t want, now;
+
+	if (req->rq.flags & SD_FLAG_CMD_WRITE) {
+		if (req->rq.data_length != sizeof(want))
+			return SD_RES_INVALID_PARMS;
+		memcpy(&want, req->data, sizeof(want));
+		if (want > SDOG_DEBUG)
+			return SD_RES_INVALID_PARMS;
+		sd_notice("log level set to %u", want);
+		/* the log macros of every thread read it unlocked: one word */
+		__atomic_store_n(&sd_log_level, (int)want, __ATOMIC_RELAXED);
+	}
+	/* the only writer is this op, on the main thread: a plain read */
+	now = (uint32_t)sd_log_level;
+	if (req->rq.data_length < sizeof(now))
+		return SD_RES_SUCCESS;
+	memcpy(req->data, &now, sizeof(now));
+	req->rp.data_length = sizeof(now);
+	return SD_RES_SUCCESS;
+}
+
+/* this node only: it leaves as on SIGTERM, so the others start an epoch without it */
+static int op_kill_node(struct request *req)
+{
+	sd_notice("asked to leave the cluster (collie node kill): shutting down");
+	daemon_stop(0);
+	return SD_RES_SUCCESS;
 }
 
 static int op_get_node_list(struct request *req)
@@ -88,6 +135,16 @@ static int op_get_node_list(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+/* STAT_SHEEP's report of the NBD export (ops_init) */
+static const char *nbd_addr;
+static int nbd_port;
+
+void ops_init(const struct ops_config *cfg)
+{
+	nbd_addr = cfg->nbd_addr;
+	nbd_port = cfg->nbd_port;
+}
+
 static int op_stat_sheep(struct request *req)
 {
 	struct store_stat st = { 0 };
@@ -101,8 +158,8 @@ static int op_stat_sheep(struct request *req)
 	info.store_used = st.used;
 	info.nr_objects = st.nr_objects;
 	info.epoch = group_epoch();
-	info.nbd_port = (uint32_t)sys.nbd_port;
-	if (sys.nbd_port && sys.nbd_addr && sd_str_to_addr(sys.nbd_addr, info.nbd_addr))
+	info.nbd_port = (uint32_t)nbd_port;
+	if (nbd_port && nbd_addr && sd_str_to_addr(nbd_addr, info.nbd_addr))
 		memset(info.nbd_addr, 0, sizeof(info.nbd_addr)); /* a host name: unknown here */
 	req->rp.node.store_size = st.size;
 	req->rp.node.store_free = st.free;
@@ -111,9 +168,75 @@ static int op_stat_sheep(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+/* MD_INFO: every disk this node knows, in the order they came */
+static int op_md_info(struct request *req)
+{
+	struct sd_md_disk *d = calloc(MD_MAX_DISKS, sizeof(*d));
+	uint32_t len;
+	int n;
+
+	if (!d)
+		return SD_RES_NO_MEM;
+	n = md_info(d, MD_MAX_DISKS);
+	len = (uint32_t)n * sizeof(*d);
+	if (len > req->rq.data_length) {
+		free(d);
+		return SD_RES_BUFFER_SMALL;
+	}
+	memcpy(req->data, d, len);
+	req->rp.data_length = len;
+	free(d);
+	return SD_RES_SUCCESS;
+}
+
+/* the path of MD_PLUG and MD_UNPLUG: NUL-terminated within the payload, or NULL */
+static const char *md_path_arg(const struct request *req)
+{
+	uint32_t len = req->rq.data_length;
+
+	if (!(req->rq.flags & SD_FLAG_CMD_WRITE) || len < 2 || len > SD_MD_PATH_LEN ||
+	    memchr(req->data, '\0', len) == NULL || !((const char *)req->data)[0])
+		return NULL;
+	return req->data;
+}
+
+static int op_md_plug(struct request *req)
+{
+	const char *path = md_path_arg(req);
+	int ret;
+
+	if (!path)
+		return SD_RES_INVALID_PARMS;
+	ret = md_plug(path);
+	req->rp.data_length = 0;
+	if (ret == -EEXIST)
+		return SD_RES_MD_EXIST;
+	if (ret) {
+		sd_err("cannot plug the disk %s: %s", path, strerror(-ret));
+		return SD_RES_MD_BAD_DISK;
+	}
+	return SD_RES_SUCCESS;
+}
+
+static int op_md_unplug(struct request *req)
+{
+	const char *path = md_path_arg(req);
+	int ret;
+
+	if (!path)
+		return SD_RES_INVALID_PARMS;
+	ret = md_unplug(path);
+	req->rp.data_length = 0;
+	if (ret == -ENOENT)
+		return SD_RES_MD_NO_DISK;
+	if (ret == -EBUSY)
+		return SD_RES_MD_LAST;
+	return ret ? SD_RES_EIO : SD_RES_SUCCESS;
+}
+
 static int op_shutdown(struct request *req)
 {
-	sheep_request_shutdown();
+	daemon_stop(0);
 	return SD_RES_SUCCESS;
 }
 
@@ -121,6 +244,17 @@ static int op_trace(struct request *req)
 {
 #ifdef HAVE_TRACE
 	return trace_handle_op(&req->rq, &req->rp, req->data);
+#else
+	return SD_RES_NO_SUPPORT;
+#endif
+}
+
+/* TRACE_CLOCK: the tracer's clock now, in rsp.trace.generation */
+static int op_trace_clock(struct request *req)
+{
+#ifdef HAVE_TRACE
+	req->rp.trace.generation = trace_clock_ns();
+	return SD_RES_SUCCESS;
 #else
 	return SD_RES_NO_SUPPORT;
 #endif
@@ -196,15 +330,18 @@ static int op_stat_release(struct request *req)
 
 static const struct sd_op_template ops[] = {
 	/* public, object I/O */
-	{ "CREATE_AND_WRITE_OBJ", SD_OP_CREATE_AND_WRITE_OBJ, OP_IO, false,
-	  gateway_create_and_write_obj },
-	{ "READ_OBJ", SD_OP_READ_OBJ, OP_IO, false, gateway_read_obj, gateway_read_obj_inline },
-	{ "WRITE_OBJ", SD_OP_WRITE_OBJ, OP_IO, false, gateway_write_obj },
-	{ "FLUSH_VDI", SD_OP_FLUSH_VDI, OP_IO, false, gateway_flush_vdi },
+	{ "CREATE_AND_WRITE_OBJ", SD_OP_CREATE_AND_WRITE_OBJ, OP_IO, false, obj_op_create_and_write,
+	  NULL, obj_op_header_written, obj_op_notify_header },
+	{ "READ_OBJ", SD_OP_READ_OBJ, OP_IO, false, obj_op_read, obj_op_read_inline },
+	{ "WRITE_OBJ", SD_OP_WRITE_OBJ, OP_IO, false, obj_op_write, NULL, obj_op_header_written,
+	  obj_op_notify_header },
+	{ "FLUSH_VDI", SD_OP_FLUSH_VDI, OP_IO, false, obj_op_flush },
 	/* public, the VDI namespace */
 	{ "NEW_VDI", SD_OP_NEW_VDI, OP_ORDERED, false, vdi_op_new },
 	{ "LOCK_VDI", SD_OP_LOCK_VDI, OP_ORDERED, false, vdi_op_lock },
 	{ "RELEASE_VDI", SD_OP_RELEASE_VDI, OP_ORDERED, false, vdi_op_release },
+	/* an operator's: a lock whoever holds it (collie vdi unlock) */
+	{ "UNLOCK_VDI", SD_OP_UNLOCK_VDI, OP_ORDERED, false, vdi_op_unlock },
 	/*
 	 * the lookups too: a node answers once every change ordered before
 	 * the question is applied there, so every node answers alike (a VDI
@@ -222,9 +359,16 @@ static const struct sd_op_template ops[] = {
 	{ "STAT_SHEEP", SD_OP_STAT_SHEEP, OP_IO, true, op_stat_sheep },
 	/* ordered: every node stops, and none counts the others' exits as epochs */
 	{ "SHUTDOWN", SD_OP_SHUTDOWN, OP_ORDERED, true, op_shutdown },
-	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, recovery_op_stat },
+	{ "STAT_RECOVERY", SD_OP_STAT_RECOVERY, OP_MAIN, true, peer_op_stat_recovery },
 	/* the operator's way out of a wait for nodes that are gone for good */
 	{ "FORCE_START", SD_OP_FORCE_START, OP_MAIN, true, op_force_start },
+	/* the operator's controls of one node */
+	{ "LOG_LEVEL", SD_OP_LOG_LEVEL, OP_MAIN, true, op_log_level },
+	{ "KILL_NODE", SD_OP_KILL_NODE, OP_MAIN, true, op_kill_node },
+	/* the disks of this node: info walks them, plug and unplug open and stat */
+	{ "MD_INFO", SD_OP_MD_INFO, OP_IO, true, op_md_info },
+	{ "MD_PLUG", SD_OP_MD_PLUG, OP_IO, true, op_md_plug },
+	{ "MD_UNPLUG", SD_OP_MD_UNPLUG, OP_IO, true, op_md_unplug },
 	/* a joining node learns the locks (cluster worker: in step with LOCK_VDI) */
 	{ "GET_VDI_LOCKS", SD_OP_GET_VDI_LOCKS, OP_CLUSTER, true, vdi_op_get_locks },
 	/* a joining node learns the deleted vdis (cluster worker: in step with DEL_VDI) */
@@ -239,7 +383,7 @@ static const struct sd_op_template ops[] = {
 	{ "REMOVE_PEER", SD_OP_REMOVE_PEER, OP_PEER, false, peer_op_remove },
 	{ "FLUSH_PEER", SD_OP_FLUSH_PEER, OP_PEER, false, peer_op_flush },
 	{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, OP_PEER, false, peer_op_get_obj_list },
-	{ "FETCH_PEER", SD_OP_FETCH_PEER, OP_FETCH, false, recovery_op_fetch },
+	{ "FETCH_PEER", SD_OP_FETCH_PEER, OP_FETCH, false, peer_op_fetch },
 	/*
 	 * internal, the tracer: one worker of its own, in order. READ renders
 	 * a whole snapshot (up to the buffer size per thread) and START/STOP
@@ -252,6 +396,8 @@ static const struct sd_op_template ops[] = {
 	{ "TRACE_STATUS", SD_OP_TRACE_STATUS, OP_TRACE, true, op_trace },
 	{ "TRACE_READ", SD_OP_TRACE_READ, OP_TRACE, true, op_trace },
 	{ "TRACE_FOLLOW", SD_OP_TRACE_FOLLOW, OP_TRACE, true, op_trace },
+	/* the tracer's clock: on the main thread, no lock, for collie's offsets */
+	{ "TRACE_CLOCK", SD_OP_TRACE_CLOCK, OP_MAIN, true, op_trace_clock },
 	/* internal, statistics */
 	{ "STAT_READ", SD_OP_STAT_READ, OP_MAIN, true, op_stat_read },
 #ifdef SD_TEST_HOOKS
@@ -261,30 +407,10 @@ static const struct sd_op_template ops[] = {
 #endif
 };
 
-/* the work queue each type of op runs on (sheep.c names them) */
-static const char *op_queue(enum op_type type)
-{
-	switch (type) {
-	case OP_IO:
-		return "io";
-	case OP_CLUSTER:
-	case OP_ORDERED:
-		return "cluster";
-	case OP_PEER:
-		return "peer";
-	case OP_FETCH:
-		return "fetch";
-	case OP_TRACE:
-		return "trace";
-	default:
-		return NULL;
-	}
-}
-
 void ops_register_stats(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
-		if (stat_register_op(ops[i].opcode, ops[i].name, op_queue(ops[i].type)) < 0)
+		if (stat_register_op(ops[i].opcode, ops[i].name, ops_queue_name(ops[i].type)) < 0)
 			sd_warn("no statistics slot for %s", ops[i].name);
 }
 

@@ -14,8 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal_proto.h"
+#include "ec.h"
+#include "list.h"
+#include "util.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "peer.h"
+#include "recovery.h"
+#include "replica.h"
+#include "request.h"
 #include "store/store.h"
 
 /* the epoch and the object range of a peer request */
@@ -32,7 +40,7 @@ static int check_peer(const struct sd_req *rq, bool has_obj)
 		return SD_RES_NEW_NODE_VER;
 	if (!has_obj)
 		return SD_RES_SUCCESS;
-	if (!oid_is_valid(rq->obj.oid) ||
+	if (!ec_peer_oid_valid(rq->obj.oid) ||
 	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length))
 		return SD_RES_INVALID_PARMS;
 	return SD_RES_SUCCESS;
@@ -90,7 +98,7 @@ int peer_op_remove(struct request *req)
 {
 	int ret = check_peer(&req->rq, true);
 
-	return ret ? ret : sd_store->remove(req->rq.obj.oid);
+	return ret ? ret : replica_remove(req->rq.obj.oid);
 }
 
 int peer_op_flush(struct request *req)
@@ -136,4 +144,35 @@ int peer_op_get_obj_list(struct request *req)
 		return SD_RES_EIO;
 	req->rp.data_length = l.nr * sizeof(uint64_t);
 	return SD_RES_SUCCESS;
+}
+
+/* STAT_RECOVERY (main thread): this node's recovery, as a joining member and collie ask */
+int peer_op_stat_recovery(struct request *req)
+{
+	struct sd_recovery_info out;
+	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(out));
+
+	recovery_get_info(&out);
+	memcpy(req->data, &out, len);
+	req->rp.data_length = len;
+	return SD_RES_SUCCESS;
+}
+
+/* FETCH_PEER: an object whole for another node's recovery, live or stale */
+int peer_op_fetch(struct request *req)
+{
+	const struct sd_req *rq = &req->rq;
+	int ret;
+
+	if (!ec_peer_oid_valid(rq->obj.oid) ||
+	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length) ||
+	    (rq->flags & SD_FLAG_CMD_WRITE))
+		return SD_RES_INVALID_PARMS;
+	if (rq->flags & SD_FLAG_CMD_STALE)
+		ret = sd_store->read_stale(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	else
+		ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
+	if (ret == SD_RES_SUCCESS)
+		req->rp.data_length = rq->data_length;
+	return ret;
 }

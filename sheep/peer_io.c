@@ -41,8 +41,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "lock.h"
+#include "peer_io.h"
+#include "stat.h"
+#include "trace/trace_req.h"
 
 #define POOL_SLOTS 16 /* peers remembered */
 #define POOL_IDLE 8   /* idle sockets kept per peer */
@@ -280,15 +287,17 @@ struct peer_fanout {
 	bool working; /* the work has steps left */
 };
 
-static uint32_t payload_len(const struct peer_fanout *f)
+static uint32_t payload_len(const struct sd_req *rq)
 {
-	return (f->rq->flags & SD_FLAG_CMD_WRITE) ? f->rq->data_length : 0;
+	return (rq->flags & SD_FLAG_CMD_WRITE) ? rq->data_length : 0;
 }
 
 /* send what the socket takes now: 0 (done, or EAGAIN) or -errno */
 static int call_send(const struct peer_fanout *f, struct peer_call *c)
 {
-	const size_t hdr = sizeof(*f->rq), total = hdr + payload_len(f);
+	const struct sd_req *rq = c->rq ? c->rq : f->rq;
+	const void *wdata = c->rq ? c->wdata : f->wdata;
+	const size_t hdr = sizeof(*rq), total = hdr + payload_len(rq);
 
 	while (c->done < total) {
 		struct iovec iov[2];
@@ -296,12 +305,11 @@ static int call_send(const struct peer_fanout *f, struct peer_call *c)
 		ssize_t r;
 
 		if (c->done < hdr) {
-			iov[0] = (struct iovec){ (char *)f->rq + c->done, hdr - c->done };
-			iov[1] = (struct iovec){ (void *)f->wdata, total - hdr };
+			iov[0] = (struct iovec){ (char *)rq + c->done, hdr - c->done };
+			iov[1] = (struct iovec){ (void *)wdata, total - hdr };
 			msg.msg_iovlen = total > hdr ? 2 : 1;
 		} else {
-			iov[0] =
-			    (struct iovec){ (char *)f->wdata + (c->done - hdr), total - c->done };
+			iov[0] = (struct iovec){ (char *)wdata + (c->done - hdr), total - c->done };
 			msg.msg_iovlen = 1;
 		}
 		r = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
@@ -485,6 +493,26 @@ void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_ca
 	struct peer_fanout f = {
 		.rq = rq, .wdata = wdata, .calls = calls, .nr = nr, .work = work, .working = !!work
 	};
+	struct sd_req stamped, own[SD_MAX_NODES];
+	const struct sd_req *own_rq[SD_MAX_NODES];
+	uint16_t flags;
+	/* a peer request carries the id of the client request this thread serves */
+	uint64_t id = sd_is_peer_op(rq->opcode) ? trace_req_current(&flags) : 0;
+
+	if (id) {
+		stamped = *rq;
+		sd_req_set_trace(&stamped, id, flags);
+		f.rq = &stamped;
+	}
+	/* a call's own request is stamped too, on a copy that lives as long as the fan-out */
+	for (int i = 0; i < nr && i < SD_MAX_NODES; i++) {
+		own_rq[i] = calls[i].rq;
+		if (id && calls[i].rq && sd_is_peer_op(calls[i].rq->opcode)) {
+			own[i] = *calls[i].rq;
+			sd_req_set_trace(&own[i], id, flags);
+			calls[i].rq = &own[i];
+		}
+	}
 
 	/* every node gets what its socket takes at once, before any work */
 	for (int i = 0; i < nr; i++) {
@@ -499,6 +527,8 @@ void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_ca
 		call_open(&f, c, false);
 	}
 	fanout_run(&f);
+	for (int i = 0; i < nr && i < SD_MAX_NODES; i++)
+		calls[i].rq = own_rq[i];
 }
 
 void peer_fanout(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr)
@@ -520,34 +550,3 @@ int peer_request(const struct sd_node_id *nid, const struct sd_req *rq, const vo
 }
 
 /* ---- the replica iterator ---- */
-
-int peer_iter_init(struct peer_iter *it, const struct epoch_ring *er, uint64_t oid, int copies,
-		   bool local_first, uint64_t skip)
-{
-	it->er = er;
-	it->pos = 0;
-	it->skip = skip;
-	it->nr_replicas = ring_map(&er->ring, oid, copies, it->idx);
-	/* this node's copy first: no copy over the network */
-	for (int i = 1; local_first && i < it->nr_replicas; i++)
-		if (it->idx[i] == er->local_idx) {
-			it->idx[i] = it->idx[0];
-			it->idx[0] = er->local_idx;
-		}
-	return it->nr_replicas;
-}
-
-int peer_iter_next(struct peer_iter *it)
-{
-	while (it->pos < it->nr_replicas + it->er->ring.nr_nodes) {
-		int i = it->pos++;
-		int node = i < it->nr_replicas ? it->idx[i] : i - it->nr_replicas;
-		uint64_t bit = UINT64_C(1) << node;
-
-		if (it->skip & bit)
-			continue;
-		it->skip |= bit;
-		return node;
-	}
-	return -1;
-}

@@ -1,14 +1,7 @@
 /*
- * Recovery: every object in its place after an epoch change, and a node
- * that joins a running cluster brought up to date.
- *
- * Joining. A node that joins members that already run cannot count epochs
- * by itself: it sets its own objects aside as stale (it cannot know which
- * of them missed writes while it was away), asks a member for the cluster's
- * format and epoch history (STAT_CLUSTER) until that member's newest epoch
- * has the node list this node sees, takes them as its own, learns the VDI
- * namespace, and only then serves clients. It runs on the cluster worker,
- * so ordered ops delivered meanwhile wait and apply afterwards.
+ * Recovery: every object in its place after an epoch change (a node that
+ * joins a running cluster learns its state first: join.c, which holds the
+ * runs until it is done).
  *
  * Recovery. After every new epoch one run on the recovery thread asks each
  * node of the ring which objects it stores (GET_OBJ_LIST), works out those
@@ -42,15 +35,31 @@
 #include <string.h>
 #include <time.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "list.h"
 #include "proto_util.h"
 #include "lock.h"
-#include "sheep_priv.h"
+#include "deleted.h"
+#include "ec.h"
+#include "gateway.h"
+#include "gateway_ec.h"
+#include "group.h"
+#include "peer_io.h"
+#include "recovery.h"
+#include "recovery_plan.h"
+#include "replica.h"
+#include "request.h"
+#include "daemon.h"
+#include "stat.h"
+#include "vdi_sync.h"
+#include "vdi_table.h"
+#include "work.h"
 #include "store/store.h"
 
-#define JOIN_TRIES 300 /* x JOIN_SLEEP_MS: how long a join may take */
-#define JOIN_SLEEP_MS 100
-#define LIST_TRIES 50	  /* epoch mismatches tolerated when listing a node */
-#define JOIN_MAX_LOGS 64  /* epoch history learned when joining */
+#define RUN_RETRY_MS 100 /* a run that could not list a node tries again after this */
+#define LIST_TRIES 50	 /* epoch mismatches tolerated when listing a node */
 #define NR_FETCHERS 2	  /* objects fetched at once by a recovery run */
 #define RETRY_MIN_MS 1000 /* failed objects are fetched again after this, */
 #define RETRY_MAX_MS 8000 /* doubled up to this */
@@ -61,12 +70,10 @@ static struct work_queue *recovery_wq;
 
 /* main thread only */
 static bool run_queued;
+static bool rerun; /* a run of the same epoch once the queued one is done */
 static uint32_t want_epoch; /* written on the main thread, read by the run */
-static struct work run_work, join_work;
-static bool is_joining; /* atomic: clients wait until the join is done */
-static bool is_member_waiting; /* atomic: its member waits (SD_STATUS_WAIT_FOR_JOIN) */
-static uint32_t member_epoch;  /* join_fn's: the member's newest epoch, at the history check */
-static bool member_clean;      /* and whether it stopped cleanly (SD_CINFO_CLEAN_STOP) */
+static struct work run_work;
+static bool is_held; /* atomic: a join is under way, no run starts (recovery_hold) */
 
 static void sleep_ms(int ms)
 {
@@ -119,7 +126,7 @@ static pthread_mutex_t *oid_lock(uint64_t oid)
 	return replica_oid_lock(oid);
 }
 
-static void set_info(uint32_t epoch, uint32_t state)
+void recovery_set_state(uint32_t epoch, uint32_t state)
 {
 	sd_mutex_lock(&info_lock);
 	info.epoch = epoch;
@@ -136,42 +143,10 @@ static void count(uint64_t *field, uint64_t n)
 
 static bool superseded(uint32_t epoch)
 {
-	return sys.shutting_down || __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE) != epoch;
+	return daemon_stopping() || __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE) != epoch;
 }
 
 /* ---- the background run ---- */
-
-struct obj_entry {
-	uint64_t oid;
-	uint64_t live;	/* bit i: ring node i stores it */
-	uint64_t stale; /* bit i: ring node i keeps a stale copy */
-};
-
-struct obj_set {
-	struct obj_entry *e;
-	size_t nr, cap;
-	int node;   /* the node being listed */
-	bool stale; /* its stale copies */
-};
-
-static int add_oid(uint64_t oid, void *arg)
-{
-	struct obj_set *set = arg;
-
-	if (set->nr == set->cap) {
-		size_t cap = set->cap ? set->cap * 2 : 4096;
-		struct obj_entry *e = realloc(set->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		set->e = e;
-		set->cap = cap;
-	}
-	set->e[set->nr].oid = oid;
-	set->e[set->nr].live = set->stale ? 0 : UINT64_C(1) << set->node;
-	set->e[set->nr++].stale = set->stale ? UINT64_C(1) << set->node : 0;
-	return 0;
-}
 
 /*
  * The oids that node stores (stale: its stale copies), added to set. 0,
@@ -187,8 +162,8 @@ static int list_node(const struct epoch_ring *er, int node, bool stale, struct o
 	set->node = node;
 	set->stale = stale;
 	if (node == er->local_idx)
-		return stale ? sd_store->for_each_stale(add_oid, set)
-			     : sd_store->for_each(add_oid, set);
+		return stale ? sd_store->for_each_stale(recovery_add_oid, set)
+			     : sd_store->for_each(recovery_add_oid, set);
 	for (int tries = 0;; tries++) {
 		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 				     .opcode = SD_OP_GET_OBJ_LIST,
@@ -206,7 +181,7 @@ static int list_node(const struct epoch_ring *er, int node, bool stale, struct o
 		}
 		if (rsp.result == SD_RES_SUCCESS) {
 			for (uint32_t i = 0; !ret && i < rsp.data_length / sizeof(uint64_t); i++)
-				ret = add_oid(oids[i], set);
+				ret = recovery_add_oid(oids[i], set);
 			break;
 		}
 		free(oids);
@@ -222,53 +197,18 @@ static int list_node(const struct epoch_ring *er, int node, bool stale, struct o
 		if ((rsp.result != SD_RES_OLD_NODE_VER && rsp.result != SD_RES_NEW_NODE_VER) ||
 		    tries >= LIST_TRIES || superseded(er->epoch))
 			return -EAGAIN;
-		sleep_ms(JOIN_SLEEP_MS);
+		sleep_ms(RUN_RETRY_MS);
 	}
 	free(oids);
 	return ret;
 }
 
-static int cmp_entry(const void *a, const void *b)
-{
-	const struct obj_entry *x = a, *y = b;
-
-	return x->oid < y->oid ? -1 : x->oid > y->oid;
-}
-
-/* sort and merge the entries of one oid */
-static void merge(struct obj_set *set)
-{
-	size_t n = 0;
-
-	if (!set->nr) /* qsort takes no NULL base */
-		return;
-	qsort(set->e, set->nr, sizeof(*set->e), cmp_entry);
-	for (size_t i = 0; i < set->nr; i++) {
-		if (n && set->e[n - 1].oid == set->e[i].oid) {
-			set->e[n - 1].live |= set->e[i].live;
-			set->e[n - 1].stale |= set->e[i].stale;
-		} else
-			set->e[n++] = set->e[i];
-	}
-	set->nr = n;
-}
-
-/* does the ring give oid to this node? */
-static bool is_mine(const struct epoch_ring *er, uint64_t oid)
-{
-	int idx[SD_MAX_NODES], copies = vdi_copies(oid_to_vid(oid));
-	int n = ring_map(&er->ring, oid, copies > 0 ? copies : group_copies(), idx);
-
-	for (int i = 0; i < n; i++)
-		if (idx[i] == er->local_idx)
-			return true;
-	return false;
-}
-
 /* the header of an inode of a VDI unknown here, read from its replicas, into the table */
 static bool learn_vdi(uint64_t oid, struct sd_inode_header *h)
 {
-	if (gateway_obj_read(oid, h, SD_INODE_HEADER_SIZE, 0, group_copies()) != SD_RES_SUCCESS)
+	struct vdi_attr cluster = { .nr_copies = group_copies() };
+
+	if (gateway_read(oid, h, SD_INODE_HEADER_SIZE, 0, &cluster) != SD_RES_SUCCESS)
 		return false;
 	vdi_inode_recovered(oid_to_vid(oid), h);
 	return true;
@@ -359,7 +299,7 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set, const 
 		while (!node_recovered(er, i)) {
 			if (superseded(er->epoch))
 				return false;
-			sleep_ms(JOIN_SLEEP_MS);
+			sleep_ms(RUN_RETRY_MS);
 		}
 	}
 	learn_missed_vdis(missed, nr_missed);
@@ -369,8 +309,7 @@ static bool clean_epoch(const struct epoch_ring *er, struct obj_set *set, const 
 	for (size_t i = 0; i < set->nr && !superseded(er->epoch); i++) {
 		uint64_t oid = set->e[i].oid;
 
-		/* a VDI unknown here: its copies are unknown, keep its objects */
-		if (is_mine(er, oid) || vdi_copies(oid_to_vid(oid)) <= 0)
+		if (recovery_keeps(er, oid))
 			continue;
 		sd_mutex_lock(oid_lock(oid));
 		if (sd_store->remove(oid) == SD_RES_SUCCESS)
@@ -403,6 +342,43 @@ static void remove_deleted(uint64_t oid)
 }
 
 /*
+ * A data object that no node holds live, of a live VDI whose map no longer
+ * names it: a discard removed its live copies (gateway.c) while this copy
+ * was away (on a node that was down, now a stale copy). It stays gone. A
+ * map that cannot be read says nothing: the copy is fetched as before.
+ */
+static bool discarded(uint64_t oid)
+{
+	uint32_t vid = oid_to_vid(oid), idx = oid_to_idx(oid), entry;
+	struct vdi_attr attr;
+
+	if (!is_data_obj(oid) || vdi_get_attr(vid, &attr) != SD_RES_SUCCESS)
+		return false;
+	if (gateway_read(vid_to_vdi_oid(vid), &entry, sizeof(entry),
+			 SD_INODE_HEADER_SIZE + (uint64_t)idx * sizeof(entry), &attr) != SD_RES_SUCCESS)
+		return false;
+	return entry != vid;
+}
+
+/* a strip of an erasure-coded object, rebuilt and stored here (its lock held) */
+static int rebuild_strip(uint64_t oid)
+{
+	uint32_t len = replica_object_size(oid);
+	void *buf = malloc(len);
+	int ret;
+
+	if (!buf)
+		return SD_RES_NO_MEM;
+	ret = gateway_ec_rebuild_strip(oid, buf, &len);
+	if (ret == SD_RES_SUCCESS)
+		ret = sd_store->create_and_write(oid, 0, buf, len, 0, false);
+	if (ret == SD_RES_SUCCESS)
+		sd_info("%016" PRIx64 ": strip rebuilt from the other strips", oid);
+	free(buf);
+	return ret;
+}
+
+/*
  * The entries of set to fetch (oid 0: none), shared by the fetchers. An
  * entry fetched becomes 0: what is left afterwards failed, for a retry.
  */
@@ -426,10 +402,20 @@ static void *fetcher(void *arg)
 
 		if (!e->oid)
 			continue;
+		if (!e->live && discarded(e->oid)) {
+			sd_info("%016" PRIx64 " was discarded while its copy was away: not recovered",
+				e->oid);
+			count(&info.nr_done, 1);
+			e->oid = 0;
+			continue;
+		}
 		sd_mutex_lock(oid_lock(e->oid));
 		had = sd_store->exist(e->oid);
 		/* not synced one by one: fetch_all syncs them all at the end */
 		r = replica_fetch(job->er, e->oid, e->live, e->stale, false);
+		/* a strip that no node has: rebuilt from the object's other strips */
+		if (r == SD_RES_NO_OBJ && ec_oid_strip(e->oid) >= 0 && !deleted_has(e->oid))
+			r = rebuild_strip(e->oid);
 		sd_mutex_unlock(oid_lock(e->oid));
 		if (r == SD_RES_SUCCESS && !had)
 			pace(job->er, replica_object_size(e->oid));
@@ -497,16 +483,16 @@ static void retry_failed(const struct epoch_ring *er, struct obj_set *set)
 		sd_mutex_unlock(&info_lock);
 		if (!nr_failed)
 			return;
-		set_info(er->epoch, SD_RECOVERY_WAITING);
+		recovery_set_state(er->epoch, SD_RECOVERY_WAITING);
 		sd_info("recovery of epoch %" PRIu32 ": %" PRIu64
 			" object(s) failed; retrying in %d ms",
 			er->epoch, nr_failed, wait_ms);
 		for (int slept = 0; slept < wait_ms && !superseded(er->epoch);
-		     slept += JOIN_SLEEP_MS)
-			sleep_ms(JOIN_SLEEP_MS);
+		     slept += RUN_RETRY_MS)
+			sleep_ms(RUN_RETRY_MS);
 		if (superseded(er->epoch))
 			return;
-		set_info(er->epoch, SD_RECOVERY_RUNNING);
+		recovery_set_state(er->epoch, SD_RECOVERY_RUNNING);
 		sd_mutex_lock(&info_lock);
 		info.nr_failed = 0;
 		sd_mutex_unlock(&info_lock);
@@ -520,7 +506,7 @@ static int run_epoch(uint32_t epoch)
 {
 	struct epoch_ring *er = group_ring_get();
 	struct obj_set set = { 0 };
-	uint64_t local_bit, nr_todo = 0, *missed = NULL;
+	uint64_t nr_todo = 0, *missed = NULL;
 	size_t nr_missed = 0;
 	int ret = 0;
 
@@ -529,10 +515,10 @@ static int run_epoch(uint32_t epoch)
 	if (er->epoch != epoch)
 		goto out_put;
 	if (er->local_idx < 0) { /* not a member of this epoch: nothing to hold */
-		set_info(epoch, SD_RECOVERY_DONE);
+		recovery_set_state(epoch, SD_RECOVERY_DONE);
 		goto out_put;
 	}
-	set_info(epoch, SD_RECOVERY_RUNNING);
+	recovery_set_state(epoch, SD_RECOVERY_RUNNING);
 	sd_mutex_lock(&info_lock);
 	info.nr_total = info.nr_done = info.nr_failed = info.nr_removed = 0;
 	sd_mutex_unlock(&info_lock);
@@ -543,20 +529,13 @@ static int run_epoch(uint32_t epoch)
 	}
 	if (ret)
 		goto out_free;
-	merge(&set);
+	recovery_merge(&set);
 	nr_missed = learn_vdis(&set, &missed);
-	local_bit = UINT64_C(1) << er->local_idx;
-	for (size_t i = 0; i < set.nr; i++) {
-		if (deleted_has(set.e[i].oid)) {
-			/* a node that was down during the delete: its copy goes now */
-			if (set.e[i].live & local_bit)
-				remove_deleted(set.e[i].oid);
-			set.e[i].oid = 0;
-		} else if ((set.e[i].live & local_bit) || !is_mine(er, set.e[i].oid))
-			set.e[i].oid = 0; /* nothing to do */
-		else
-			nr_todo++;
+	if (recovery_add_strips(&set)) {
+		ret = -ENOMEM;
+		goto out_free;
 	}
+	nr_todo = recovery_plan(er, &set, remove_deleted);
 	count(&info.nr_total, nr_todo);
 	sd_info("recovery of epoch %" PRIu32 ": %" PRIu64 " object(s) to fetch", epoch, nr_todo);
 	fetch_all(er, &set, false);
@@ -565,10 +544,10 @@ static int run_epoch(uint32_t epoch)
 		sd_info("recovery of epoch %" PRIu32 " done: %" PRIu64 " fetched, %" PRIu64
 			" failed",
 			epoch, info.nr_done, info.nr_failed);
-		set_info(epoch, SD_RECOVERY_WAITING);
+		recovery_set_state(epoch, SD_RECOVERY_WAITING);
 		/* only with every object fetched (retry_failed) is anything removed */
 		if (!info.nr_failed && clean_epoch(er, &set, missed, nr_missed))
-			set_info(epoch, SD_RECOVERY_DONE);
+			recovery_set_state(epoch, SD_RECOVERY_DONE);
 	}
 out_free:
 	free(missed);
@@ -582,10 +561,10 @@ static void run_fn(struct work *w)
 {
 	uint32_t epoch;
 
-	while (!sys.shutting_down) {
+	while (!daemon_stopping()) {
 		epoch = __atomic_load_n(&want_epoch, __ATOMIC_ACQUIRE);
 		if (run_epoch(epoch) == -EAGAIN && !superseded(epoch)) {
-			sleep_ms(JOIN_SLEEP_MS);
+			sleep_ms(RUN_RETRY_MS);
 			continue;
 		}
 		if (!superseded(epoch))
@@ -598,15 +577,41 @@ static void run_done(struct work *w)
 	run_queued = false;
 	/* a kick that came after the run's last look */
 	sd_mutex_lock(&info_lock);
-	bool again = info.epoch != want_epoch && !sys.shutting_down;
+	bool again = (info.epoch != want_epoch || rerun) && !daemon_stopping();
 	sd_mutex_unlock(&info_lock);
+	rerun = false;
 	if (again)
 		recovery_kick();
 }
 
+void recovery_hold(bool hold)
+{
+	__atomic_store_n(&is_held, hold, __ATOMIC_RELEASE);
+}
+
+void recovery_count_stale(uint64_t n)
+{
+	count(&info.nr_stale, n);
+}
+
+void recovery_get_info(struct sd_recovery_info *out)
+{
+	sd_mutex_lock(&info_lock);
+	*out = info;
+	sd_mutex_unlock(&info_lock);
+	/*
+	 * No recovery ran since this daemon started, and none is queued (main
+	 * thread: run_queued is ours): it holds what the current epoch gives
+	 * it (a format, epoch 1, moves nothing), so that is the epoch it is
+	 * done with, the one that cluster info shows.
+	 */
+	if (out->epoch == 0 && out->state == SD_RECOVERY_DONE && !run_queued)
+		out->epoch = group_epoch();
+}
+
 void recovery_kick(void)
 {
-	if (__atomic_load_n(&is_joining, __ATOMIC_ACQUIRE) || !group_is_formatted())
+	if (__atomic_load_n(&is_held, __ATOMIC_ACQUIRE) || !group_is_formatted())
 		return;
 	__atomic_store_n(&want_epoch, group_epoch(), __ATOMIC_RELEASE);
 	if (run_queued)
@@ -617,285 +622,17 @@ void recovery_kick(void)
 	wq_queue(recovery_wq, &run_work);
 }
 
-/* ---- joining ---- */
-
-/*
- * Learn the cluster's state from a member (the oldest that is not this
- * node): 0 or -errno. check_only: only whether this node may take its
- * history (group_check_history), on the first answer; otherwise take it
- * (group_adopt), asking again while the member has not caught up.
- */
-static int learn_state(struct sd_node_id *from, bool check_only)
+void recovery_rerun(void)
 {
-	size_t len = JOIN_MAX_LOGS * sizeof(struct sd_epoch_log);
-	struct sd_epoch_log *logs = malloc(len);
-	struct cluster_state *cs = malloc(sizeof(*cs));
-	int ret = -EAGAIN;
-
-	if (!logs || !cs) {
-		ret = -ENOMEM;
-		goto out_free;
-	}
-	for (int tries = 0; tries < JOIN_TRIES && ret == -EAGAIN && !sys.shutting_down; tries++) {
-		struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
-				     .opcode = SD_OP_STAT_CLUSTER,
-				     .data_length = (uint32_t)len };
-		struct sd_rsp rsp;
-		int n;
-
-		if (tries)
-			sleep_ms(JOIN_SLEEP_MS);
-		group_get_state(cs);
-		*from = cs->nodes[cs->local_idx == 0 ? 1 : 0].nid;
-		if (peer_request(from, &rq, NULL, logs, &rsp) || rsp.result != SD_RES_SUCCESS)
-			continue;
-		n = (int)(rsp.data_length / sizeof(*logs));
-		__atomic_store_n(&is_member_waiting, rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN,
-				 __ATOMIC_RELEASE);
-		member_epoch = rsp.cinfo.epoch;
-		member_clean = rsp.cinfo.flags & SD_CINFO_CLEAN_STOP;
-		ret = check_only ? group_check_history(&rsp, logs, n, true)
-				 : group_adopt(&rsp, logs, n);
-		/* it waits for the nodes of its last epoch, this one among them: for as long */
-		if (ret == -EAGAIN && rsp.cinfo.status == SD_STATUS_WAIT_FOR_JOIN)
-			tries = 0;
-	}
-out_free:
-	free(cs);
-	free(logs);
-	return ret;
-}
-
-/* a join refused (ret: learn_state's): the reason, and the daemon stops */
-static void join_refused(int ret)
-{
-	if (ret == -ESTALE)
-		sd_emerg("refused to join: this node holds epochs that the running cluster "
-			 "does not (see above), so its objects may be newer than the "
-			 "cluster's; joining would replace them. Stop the running nodes and "
-			 "start the nodes of the newest epoch first (sheep.log: 'epoch N'), "
-			 "then the others");
-	else if (ret == -EINVAL)
-		sd_emerg("refused to join: this directory belongs to another cluster "
-			 "(another format), the cluster is not formatted while this node is, "
-			 "or it answered a state this node cannot use (see above)");
+	if (run_queued)
+		rerun = true; /* that run may have listed this node before the loss */
 	else
-		sd_emerg("cannot learn the state of the cluster: %s", strerror(-ret));
-	sys.exit_status = 1;
-	sheep_request_shutdown();
+		recovery_kick();
 }
 
-static void join_fn(struct work *w)
+struct work_queue *recovery_queue(void)
 {
-	struct sd_node_id from;
-	uint64_t nr_stale = 0;
-	bool keep;
-	int ret;
-
-	/* a history newer than the member's: refused before any object moves */
-	ret = learn_state(&from, true);
-	if (ret) {
-		join_refused(ret);
-		return;
-	}
-	/*
-	 * The member waits for the nodes of the epoch it stopped at (the whole
-	 * cluster restarts), this node stopped at that epoch too (the histories
-	 * are one: checked above), and both stopped with a cluster shutdown
-	 * (nothing cut, nothing served since): its copies are as new as any,
-	 * and they stay in place. Otherwise they are set aside before any peer
-	 * can reach this node on the cluster's epoch; after a crash or a power
-	 * cut, recovery then makes each object's copies one again (a write cut
-	 * by it may have reached some of them only).
-	 */
-	keep = __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE) &&
-	       member_epoch == group_epoch() && member_clean && group_started_clean();
-	if (keep)
-		sd_info("the cluster restarts at epoch %" PRIu32 ", where this node stopped: its "
-			"objects stay in place",
-			member_epoch);
-	else
-		ret = sd_store->stale_all(&nr_stale);
-	if (ret) {
-		sd_emerg("cannot set the objects aside before joining: %s", sd_strerror(ret));
-		sys.exit_status = 1;
-		sheep_request_shutdown();
-		return;
-	}
-	/* from here on: a member that waits for this node may serve (wait_check_fn) */
-	set_info(0, SD_RECOVERY_JOINING);
-	if (nr_stale)
-		sd_info("%" PRIu64 " object(s) set aside as stale until recovered", nr_stale);
-	count(&info.nr_stale, nr_stale);
-	ret = learn_state(&from, false);
-	if (ret) {
-		join_refused(ret);
-		return;
-	}
-	if (group_is_formatted()) {
-		ret = vdi_sync_from(&from);
-		if (ret != SD_RES_SUCCESS)
-			sd_err("cannot learn the vdis from the cluster: %s", sd_strerror(ret));
-		/* before any recovery: what was deleted meanwhile stays deleted */
-		ret = deleted_sync_from(&from);
-		if (ret != SD_RES_SUCCESS)
-			sd_err("cannot learn the deleted vdis from the cluster: %s",
-			       sd_strerror(ret));
-	}
-	/* not recovered until its own run says so: the others wait for it */
-	set_info(group_epoch(), group_is_formatted() ? SD_RECOVERY_RUNNING : SD_RECOVERY_DONE);
-}
-
-/* ---- a node restarted alone, before it serves (group.c: is_waiting) ---- */
-
-static struct work wait_work;
-static bool wait_queued, wait_again; /* main thread */
-static uint32_t wait_gen;	     /* main thread: the membership being checked */
-static int wait_result;		     /* the check's, read in its done */
-
-/*
- * Every other member has compared its history with this node's and found
- * it may take it (join_fn's first step): its recovery state is JOINING
- * only from then on; one whose own history is newer refuses and leaves.
- * STAT_RECOVERY, not STAT_CLUSTER: a joining node's cluster worker is busy
- * with the join, which waits for this node to serve.
- */
-static void wait_check_fn(struct work *w)
-{
-	struct cluster_state *cs = malloc(sizeof(*cs));
-
-	wait_result = -ENOMEM;
-	if (!cs)
-		return;
-	group_get_state(cs);
-	wait_result = 0;
-	for (int i = 0; i < cs->nr_nodes && !wait_result; i++) {
-		int tries = 0;
-
-		if (i == cs->local_idx)
-			continue;
-		do {
-			struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
-					     .opcode = SD_OP_STAT_RECOVERY,
-					     .data_length = sizeof(struct sd_recovery_info) };
-			struct sd_recovery_info ri = { 0 };
-			struct sd_rsp rsp;
-
-			if (tries)
-				sleep_ms(JOIN_SLEEP_MS);
-			wait_result = -EAGAIN;
-			if (!peer_request(&cs->nodes[i].nid, &rq, NULL, &ri, &rsp) &&
-			    rsp.result == SD_RES_SUCCESS && ri.state == SD_RECOVERY_JOINING)
-				wait_result = 0;
-		} while (wait_result == -EAGAIN && ++tries < JOIN_TRIES && !sys.shutting_down &&
-			 group_is_waiting());
-	}
-	free(cs);
-}
-
-static void wait_check_done(struct work *w)
-{
-	wait_queued = false;
-	if (wait_again) { /* the members changed meanwhile: check the new ones */
-		recovery_wait_check(wait_gen);
-		return;
-	}
-	if (!wait_result)
-		group_end_wait(wait_gen);
-	else if (group_is_waiting())
-		sd_err("the nodes that are back did not all start their join: %s; waiting for "
-		       "the next membership change (or collie cluster recover force)",
-		       strerror(-wait_result));
-}
-
-void recovery_wait_check(uint32_t gen)
-{
-	wait_gen = gen;
-	if (wait_queued) {
-		wait_again = true;
-		return;
-	}
-	wait_again = false;
-	wait_queued = true;
-	wait_work.fn = wait_check_fn;
-	wait_work.done = wait_check_done;
-	wq_queue(recovery_wq, &wait_work);
-}
-
-/* the layer above's news that the join is done (request.c: run what waited) */
-static void (*join_done_fn)(void);
-
-void recovery_set_join_done(void (*fn)(void))
-{
-	join_done_fn = fn;
-}
-
-static void join_done(struct work *w)
-{
-	__atomic_store_n(&is_joining, false, __ATOMIC_RELEASE);
-	if (join_done_fn)
-		join_done_fn();
-	recovery_kick();
-}
-
-void recovery_join(void)
-{
-	__atomic_store_n(&is_joining, true, __ATOMIC_RELEASE);
-	join_work.fn = join_fn;
-	join_work.done = join_done;
-	wq_queue(cluster_wq, &join_work);
-}
-
-bool recovery_join_waits(void)
-{
-	return recovery_is_joining() && __atomic_load_n(&is_member_waiting, __ATOMIC_ACQUIRE);
-}
-
-bool recovery_is_joining(void)
-{
-	/* group's flag too: an evicted node is joining again from its eviction on */
-	return __atomic_load_n(&is_joining, __ATOMIC_ACQUIRE) || group_is_joining();
-}
-
-/* ---- ops ---- */
-
-int recovery_op_stat(struct request *req)
-{
-	uint32_t len = min_t(uint32_t, req->rq.data_length, sizeof(info));
-	struct sd_recovery_info out;
-
-	sd_mutex_lock(&info_lock);
-	out = info;
-	sd_mutex_unlock(&info_lock);
-	/*
-	 * No recovery ran since this daemon started, and none is queued (main
-	 * thread: run_queued is ours): it holds what the current epoch gives
-	 * it (a format, epoch 1, moves nothing), so that is the epoch it is
-	 * done with, the one that cluster info shows.
-	 */
-	if (out.epoch == 0 && out.state == SD_RECOVERY_DONE && !run_queued)
-		out.epoch = group_epoch();
-	memcpy(req->data, &out, len);
-	req->rp.data_length = len;
-	return SD_RES_SUCCESS;
-}
-
-int recovery_op_fetch(struct request *req)
-{
-	const struct sd_req *rq = &req->rq;
-	int ret;
-
-	if (!oid_is_valid(rq->obj.oid) ||
-	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length) ||
-	    (rq->flags & SD_FLAG_CMD_WRITE))
-		return SD_RES_INVALID_PARMS;
-	if (rq->flags & SD_FLAG_CMD_STALE)
-		ret = sd_store->read_stale(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
-	else
-		ret = sd_store->read(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
-	if (ret == SD_RES_SUCCESS)
-		req->rp.data_length = rq->data_length;
-	return ret;
+	return recovery_wq;
 }
 
 int recovery_init(void)

@@ -22,7 +22,8 @@
  * epoch changed and recovery has not fetched it yet) and replica_write
  * fetches it whole first, under the object's lock, which recovery's
  * background fetch takes too: the object is fetched once and the write
- * lands on top of it.
+ * lands on top of it (a data object's copy and the write are stored in
+ * one durable create).
  *
  * A fetch asks the nodes in the replica iterator's order (the ring's
  * replicas first: they got every write since the epoch began), and only
@@ -35,8 +36,18 @@
  */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "sheep_priv.h"
+#include "logger.h"
+#include "internal_proto.h"
+#include "ec.h"
+#include "deleted.h"
+#include "group.h"
+#include "lock.h"
+#include "peer_io.h"
+#include "peer_iter.h"
+#include "replica.h"
+#include "vdi_table.h"
 #include "store/store.h"
 
 #define NR_OID_LOCKS 256
@@ -60,6 +71,7 @@ uint32_t replica_object_size(uint64_t oid)
 	struct cluster_state *cs;
 	uint8_t shift = 0;
 	bool snapshot;
+	int d, p;
 
 	if (is_vdi_obj(oid))
 		return SD_INODE_SIZE;
@@ -74,6 +86,9 @@ uint32_t replica_object_size(uint64_t oid)
 	}
 	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT)
 		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	/* a strip of an erasure-coded object: 1 / D of it */
+	if (ec_oid_strip(oid) >= 0 && ec_policy_to_dp(vdi_copy_policy(oid_to_vid(oid)), &d, &p))
+		return ec_strip_len(UINT32_C(1) << shift, d);
 	return UINT32_C(1) << shift;
 }
 
@@ -135,21 +150,16 @@ static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, b
 	return ret;
 }
 
-int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
-		  bool sync)
+/*
+ * A copy of oid into buf[size]: a live one from the nodes in live, else a
+ * stale one from the nodes in stale or this node's own. SD_RES_NO_OBJ when
+ * there is none.
+ */
+static int fetch_copy(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		      void *buf, uint32_t size)
 {
-	uint32_t size = replica_object_size(oid);
 	int ret = SD_RES_NO_OBJ;
-	void *buf;
 
-	if (sd_store->exist(oid))
-		return SD_RES_SUCCESS;
-	/* its VDI was deleted: any copy left somewhere is garbage */
-	if (deleted_has(oid))
-		return SD_RES_NO_OBJ;
-	buf = malloc(size);
-	if (!buf)
-		return SD_RES_NO_MEM;
 	if (live)
 		ret = fetch_any(er, oid, live, false, buf, size);
 	if (ret == SD_RES_NO_OBJ && stale) {
@@ -162,20 +172,77 @@ int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint
 				": no node has a live copy; recovered from a stale one",
 				oid);
 	}
-	if (ret == SD_RES_SUCCESS)
-		ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
-	/*
-	 * Its VDI was deleted while it was fetched: the delete's own removal
-	 * may have passed already. Recorded before that removal, so either it
-	 * sees this copy or this check sees the record.
-	 */
+	return ret;
+}
+
+/*
+ * Store buf[size], oid's fetched bytes, as this node's copy. Its VDI may
+ * have been deleted while it was fetched: the delete's own removal may have
+ * passed already. Recorded before that removal, so either it sees this
+ * copy or this check sees the record.
+ */
+static int store_fetched(uint64_t oid, const void *buf, uint32_t size, bool sync)
+{
+	int ret = sd_store->create_and_write(oid, 0, buf, trimmed_len(buf, size), 0, sync);
+
 	if (ret == SD_RES_SUCCESS && deleted_has(oid)) {
 		sd_store->remove(oid);
 		ret = SD_RES_NO_OBJ;
 	}
+	return ret;
+}
+
+int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		  bool sync)
+{
+	uint32_t size = replica_object_size(oid);
+	int ret;
+	void *buf;
+
+	if (sd_store->exist(oid))
+		return SD_RES_SUCCESS;
+	/* its VDI was deleted: any copy left somewhere is garbage */
+	if (deleted_has(oid))
+		return SD_RES_NO_OBJ;
+	buf = malloc(size);
+	if (!buf)
+		return SD_RES_NO_MEM;
+	ret = fetch_copy(er, oid, live, stale, buf, size);
+	if (ret == SD_RES_SUCCESS)
+		ret = store_fetched(oid, buf, size, sync);
 	/* a node that restarted alone may not have known this VDI */
 	if (ret == SD_RES_SUCCESS && is_vdi_obj(oid) && inode_fetched_fn)
 		inode_fetched_fn(oid_to_vid(oid), buf);
+	free(buf);
+	return ret;
+}
+
+/*
+ * A write to a data object missing here (caller holds its lock): the
+ * fetched copy with the write applied, stored at once (one durable write
+ * of the object, not the copy's and then the write's: an epoch change's
+ * first writes to moved objects wait for it).
+ */
+static int fetch_and_write(const struct epoch_ring *er, uint64_t oid, const void *wbuf,
+			   uint32_t len, uint64_t off)
+{
+	uint32_t size = replica_object_size(oid);
+	int ret;
+	char *buf;
+
+	if (deleted_has(oid))
+		return SD_RES_NO_OBJ;
+	if (off > size || len > size - off)
+		return SD_RES_INVALID_PARMS;
+	buf = malloc(size);
+	if (!buf)
+		return SD_RES_NO_MEM;
+	ret = fetch_copy(er, oid, ~UINT64_C(0), ~UINT64_C(0), buf, size);
+	if (ret == SD_RES_SUCCESS) {
+		memcpy(buf + off, wbuf, len);
+		/* durable whatever the write's flag: it holds the copy's acknowledged bytes */
+		ret = store_fetched(oid, buf, size, true);
+	}
 	free(buf);
 	return ret;
 }
@@ -194,9 +261,17 @@ int replica_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, boo
 	if (!er)
 		return SD_RES_NO_MEM;
 	pthread_mutex_lock(lock);
-	ret = replica_fetch(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
-	if (ret == SD_RES_SUCCESS)
+	if (sd_store->exist(oid)) {
+		/* fetched meanwhile (recovery, another write) */
 		ret = sd_store->write(oid, buf, len, off, sync);
+	} else if (is_vdi_obj(oid)) {
+		/* an inode: fetched as it is, news for the VDI table, then written */
+		ret = replica_fetch(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
+		if (ret == SD_RES_SUCCESS)
+			ret = sd_store->write(oid, buf, len, off, sync);
+	} else {
+		ret = fetch_and_write(er, oid, buf, len, off);
+	}
 	pthread_mutex_unlock(lock);
 	group_ring_put(er);
 	return ret;
@@ -217,6 +292,17 @@ int replica_create_and_write(uint64_t oid, const void *buf, uint32_t len, uint64
 		ret = sd_store->write(oid, wr_buf, wr_len, wr_off, sync);
 	else
 		ret = sd_store->create_and_write(oid, 0, buf, len, off, sync);
+	pthread_mutex_unlock(lock);
+	return ret;
+}
+
+int replica_remove(uint64_t oid)
+{
+	pthread_mutex_t *lock = replica_oid_lock(oid);
+	int ret;
+
+	pthread_mutex_lock(lock);
+	ret = sd_store->remove(oid);
 	pthread_mutex_unlock(lock);
 	return ret;
 }

@@ -16,15 +16,32 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "list.h"
 #include "event.h"
+#include "listen.h"
 #include "net.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "access.h"
+#include "group.h"
+#include "lock.h"
+#include "ops.h"
+#include "ops_exec.h"
+#include "client_lock.h"
+#include "payload.h"
+#include "join.h"
+#include "request.h"
+#include "daemon.h"
+#include "stat.h"
+#include "vdi.h"
+#include "work.h"
+#include "trace/trace_req.h"
 
 /* requests in flight on one connection before it stops reading more */
 #define MAX_INFLIGHT 256
@@ -33,13 +50,17 @@
 /*
  * Reply payload one connection may hold (the buffers of its reads in
  * flight and of its replies not sent yet) before it stops reading more
- * requests: a client that pipelines reads and never reads the replies pins
- * this much (and one request more), not its whole pipeline.
+ * requests, whatever the bound: a client that pipelines reads and never
+ * reads the replies pins this much (and one request more), not its whole
+ * pipeline. Below it, its share of the pool (payload.h) may stop it first.
  */
 #define MAX_REPLY_BYTES (UINT64_C(16) << 20)
 
 struct client_info {
 	int fd;
+	uint64_t id; /* unique among this daemon's connections: what a lock is bound to */
+	bool internal; /* it spoke the internal protocol: a sheep's or collie's, never QEMU's */
+	uint32_t io_vid; /* the VDI of its last object request (client_lock_io) */
 	int refcnt; /* the connection itself + every request not yet freed */
 	int nr_inflight;
 	bool dead;
@@ -47,7 +68,13 @@ struct client_info {
 	bool rx_paused;
 	bool mem_wait; /* rx_req waits for payload memory (a payload waiter) */
 	struct payload_waiter mem_waiter;
-	uint64_t reply_bytes; /* payload held for replies (MAX_REPLY_BYTES) */
+	/*
+	 * The payload its requests hold, in flight or replies not sent yet
+	 * (payload.h: a connection whose replies are not read reaches its
+	 * share and stops being read, alone)
+	 */
+	struct payload_share share;
+	uint64_t reply_bytes; /* of it, read buffers (MAX_REPLY_BYTES) */
 	uint32_t events;
 	uint8_t addr[16]; /* the client's address, IPv6 or v4-mapped */
 
@@ -71,45 +98,36 @@ struct client_info {
 	uint32_t tx_rest_len;
 	bool tx_want_out; /* flush_tx left something to send: poll for EPOLLOUT */
 
-	struct list_node link; /* in the list of every connection */
-	uint64_t rx_start;     /* tick when the request being read began */
-	uint64_t last_active;  /* tick of the last byte read or reply sent */
+	struct listen_conn lc; /* the listener's: its slot and its timeouts */
+	struct list_node link; /* in all_clients: the lock bindings' connections */
+	uint64_t rx_start;     /* listen_tick() when the request being read began */
+	uint64_t last_active;  /* listen_tick() of the last byte read or reply sent */
 	/* the statistics' entry of the VDI served last */
 	struct stat_vdi_cache stat_vdi;
 };
 
-/*
- * Connection accounting (main thread only): every connection is on one
- * list, counted, and looked at once per tick (1 s) for the timeouts. At
- * max_clients connections the listening sockets are not polled until one
- * closes: the next clients wait in the backlog, nothing spins.
- */
+/* every open client connection of the sheepdog port (main thread): a lock binds to them */
 static LIST_HEAD(all_clients);
-static int nr_clients, max_clients;
-static uint64_t tick; /* seconds since the first connection timer */
-static int tick_timer_fd = -1;
-static bool at_client_limit;
-/* listen.c's: a connection closed below the limit request_accept reported */
-static void (*room_fn)(void);
+
+/* the connections' limits (main's, request_configure) */
+static struct request_config cfg = { .client_timeout = 30 };
 
 static void client_handler(int fd, uint32_t events, void *data);
 static void request_report_hang(struct stat_req *sr, uint64_t age_ns);
 
-/*
- * Peer and recovery requests are not counted against the payload bound: a
- * gateway waits on its peers while holding its client's payload, and a
- * peer that waited for memory held by such gateways would deadlock them;
- * their number is bounded by the worker queues.
- */
-static bool mem_counted(const struct sd_req *rq)
-{
-	const struct sd_op_template *op = get_sd_op(rq->opcode);
-
-	return !op || (op->type != OP_PEER && op->type != OP_FETCH);
-}
-
 static void update_events(struct client_info *ci);
 static __attribute__((noinline)) void client_put(struct client_info *ci);
+
+/* req's payload, counted in its connection's share and reply bytes */
+static int req_alloc(struct request *req)
+{
+	return payload_req_alloc(req, &req->ci->share, &req->ci->reply_bytes);
+}
+
+static void req_free(struct request *req)
+{
+	payload_req_free(req, &req->ci->share, &req->ci->reply_bytes);
+}
 
 static void client_rx(struct client_info *ci);
 
@@ -124,7 +142,7 @@ static bool client_mem_resume(struct payload_waiter *w)
 	struct request *req = ci->rx_req;
 
 	if (!ci->dead && req) {
-		int ret = payload_req_alloc(req, mem_counted(&req->rq), &req->ci->reply_bytes);
+		int ret = req_alloc(req);
 
 		if (ret == -EAGAIN)
 			return false;
@@ -201,7 +219,7 @@ static void free_request(struct request *req)
 	struct client_info *ci = req->ci;
 
 	ci->nr_inflight--;
-	payload_req_free(req, &req->ci->reply_bytes);
+	req_free(req);
 	req_put(req);
 	client_put(ci);
 }
@@ -236,12 +254,8 @@ static void close_client(struct client_info *ci)
 	ci->tx_rest_len = 0;
 	pthread_mutex_unlock(&ci->tx_lock);
 	list_del(&ci->link);
-	nr_clients--;
-	if (at_client_limit && nr_clients < max_clients) {
-		at_client_limit = false;
-		if (room_fn)
-			room_fn();
-	}
+	client_lock_closed(ci->id);
+	listen_conn_del(&ci->lc);
 	list_for_each_entry_safe(req, tmp, &ci->tx_queue, node) {
 		list_del(&req->node);
 		free_request(req);
@@ -265,7 +279,7 @@ static int flush_rest(struct client_info *ci)
 			return errno == EAGAIN ? 1 : -1;
 		ci->tx_rest_len -= sent;
 		memmove(ci->tx_rest, ci->tx_rest + sent, ci->tx_rest_len);
-		ci->last_active = tick;
+		ci->last_active = listen_tick();
 	}
 	return 0;
 }
@@ -304,7 +318,7 @@ static int flush_tx(struct client_info *ci)
 			break;
 		}
 		ci->tx_done += sent;
-		ci->last_active = tick;
+		ci->last_active = listen_tick();
 		if (ci->tx_done < total)
 			break;
 		ci->tx_done = 0;
@@ -326,12 +340,6 @@ static int flush_tx(struct client_info *ci)
 		ci->rx_paused = false;
 	update_events(ci);
 	return 0;
-}
-
-static bool is_client_obj_op(uint8_t opcode)
-{
-	return opcode == SD_OP_READ_OBJ || opcode == SD_OP_WRITE_OBJ ||
-	       opcode == SD_OP_CREATE_AND_WRITE_OBJ;
 }
 
 #ifdef STAT_ENABLED
@@ -438,7 +446,7 @@ void request_done(struct request *req)
 	/* counted after the test of replied: the counting's stores would have gcc test it again */
 	if (req->replied) { /* a worker sent it (reply_early): only the accounting is left */
 		request_count_sent(req, ci);
-		ci->last_active = tick;
+		ci->last_active = listen_tick();
 		free_request(req);
 		flush_tx(ci);
 		return;
@@ -446,7 +454,7 @@ void request_done(struct request *req)
 	request_count_sent(req, ci);
 	/* a reply without payload does not hold its buffer while it waits to be sent */
 	if (!req->rp.data_length)
-		payload_req_free(req, &req->ci->reply_bytes);
+		req_free(req);
 	pthread_mutex_lock(&ci->tx_lock);
 	list_add_tail(&req->node, &ci->tx_queue);
 	pthread_mutex_unlock(&ci->tx_lock);
@@ -478,16 +486,14 @@ static size_t short_reply_len;
 #define EARLY_REPLY_LEN sizeof(struct sd_rsp)
 #endif
 
-static void reply_early(struct request *req)
+void request_reply_early(struct request *req)
 {
 	struct client_info *ci = req->ci;
-	uint32_t vid;
 	ssize_t sent;
 
 	if (req->done || !ci || (req->op->type != OP_IO && req->op->type != OP_PEER))
 		return;
-	if (req->rp.result == SD_RES_SUCCESS &&
-	    (req->rp.data_length || vdi_is_header_write(&req->rq, &vid)))
+	if (req->rp.result == SD_RES_SUCCESS && req->rp.data_length)
 		return;
 	reply_prepare(req);
 	pthread_mutex_lock(&ci->tx_lock);
@@ -507,23 +513,24 @@ static void reply_early(struct request *req)
 	pthread_mutex_unlock(&ci->tx_lock);
 }
 
-static void do_work(struct work *w)
+/*
+ * The tracer's request id (trace/trace_req.h): a peer request carries its
+ * client request's, a client request gets a new one (the tracer's own ops
+ * none); the thread that runs it says so around its work (ops.c).
+ */
+static void trace_id_make(struct request *req)
 {
-	struct request *req = container_of(w, struct request, work);
+	const struct sd_req *rq = &req->rq;
+	bool obj = rq->opcode == SD_OP_READ_OBJ || rq->opcode == SD_OP_WRITE_OBJ ||
+		   rq->opcode == SD_OP_CREATE_AND_WRITE_OBJ;
 
-	req->rp.result = req->op->process(req);
-	reply_early(req);
-}
-
-static void work_done(struct work *w)
-{
-	struct request *req = container_of(w, struct request, work);
-	uint32_t vid;
-
-	/* every node's VDI table learns a header a client wrote before the client does */
-	if (req->rp.result == SD_RES_SUCCESS && vdi_is_header_write(&req->rq, &vid))
-		return ordered_notify_header(req, vid);
-	request_done(req);
+	/* the tracer's own ops (0xB0-0xBF) are no request it follows */
+	if (req->op->type == OP_TRACE || (rq->opcode & 0xf0) == 0xB0)
+		return;
+	if (sd_is_peer_op(rq->opcode))
+		req->trace_id = sd_req_trace_id(rq, &req->trace_flags);
+	else
+		req->trace_id = trace_req_new(obj, oid_to_vid(rq->obj.oid), &req->trace_flags);
 }
 
 static void finish_with(struct request *req, int result)
@@ -532,7 +539,6 @@ static void finish_with(struct request *req, int result)
 	request_done(req);
 }
 
-/* the request is whole: run it or answer its error */
 /* client requests that came while this node was joining (main thread only) */
 static LIST_HEAD(join_waiters);
 
@@ -576,6 +582,22 @@ static bool access_ok(struct request *req)
 	return false;
 }
 
+/* what a connection's request says of the locks bound to it (client_lock.c) */
+static inline void note_lock_io(struct client_info *ci, const struct request *req)
+{
+	uint32_t vid;
+
+	if (req->rq.opcode >= 0x80) {
+		ci->internal = true;
+	} else if (req->op->type == OP_IO && req->rq.opcode <= SD_OP_WRITE_OBJ) {
+		vid = oid_to_vid(req->rq.obj.oid);
+		if (unlikely(vid != ci->io_vid)) {
+			ci->io_vid = vid;
+			client_lock_io(ci->id, ci->addr, vid);
+		}
+	}
+}
+
 static void dispatch(struct request *req)
 {
 	int ret = req->rp.result;
@@ -587,7 +609,15 @@ static void dispatch(struct request *req)
 		sd_log_ratelimited(60, SDOG_WARNING, "unknown opcode 0x%02x", req->rq.opcode);
 		return finish_with(req, SD_RES_INVALID_PARMS);
 	}
-	if (sys.shutting_down)
+	note_lock_io(req->ci, req);
+	/* QEMU releases on another connection than it locked on: the lock's token, if it holds one */
+	if (unlikely(req->rq.opcode == SD_OP_RELEASE_VDI)) {
+		uint64_t token = client_lock_token(req->rq.vdi.base_vdi_id, req->ci->addr);
+
+		if (token)
+			req->ord.owner.conn = token;
+	}
+	if (daemon_stopping())
 		return finish_with(req, SD_RES_SHUTDOWN);
 	if (!access_ok(req))
 		return;
@@ -596,9 +626,9 @@ static void dispatch(struct request *req)
 	group_catch_up(req->start);
 	/* a client's request waits until this node knows the cluster it joined */
 	if (!req->op->force && req->op->type != OP_PEER && req->op->type != OP_FETCH &&
-	    recovery_is_joining()) {
+	    join_in_progress()) {
 		/* for as long as the nodes of the cluster's last epoch take to come back */
-		if (recovery_join_waits())
+		if (join_waits())
 			return finish_with(req, SD_RES_WAIT_FOR_JOIN);
 		list_add_tail(&req->node, &join_waiters);
 		return;
@@ -617,44 +647,40 @@ static void dispatch(struct request *req)
 	/* restarted alone, its copies may be old: nothing until its last epoch's nodes are back */
 	if (!req->op->force && group_is_waiting())
 		return finish_with(req, SD_RES_WAIT_FOR_JOIN);
-	/* a joining node's cluster worker is busy with the join, which may wait long */
-	if (req->op->type == OP_MAIN ||
-	    (req->op->opcode == SD_OP_STAT_CLUSTER && recovery_is_joining()))
-		return finish_with(req, req->op->process(req));
-	switch (req->op->type) {
-	case OP_MAIN:
-		return finish_with(req, req->op->process(req));
-	case OP_IO:
-		if (req->op->try_inline && req->op->try_inline(req))
-			return request_done(req);
-		req->work.fn = do_work;
-		req->work.done = work_done;
-		wq_queue_at(io_wq, &req->work, req->start);
-		break;
-	case OP_CLUSTER:
-		req->work.fn = do_work;
-		req->work.done = work_done;
-		wq_queue_at(cluster_wq, &req->work, req->start);
-		break;
-	case OP_ORDERED:
-		ordered_submit(req);
-		break;
-	case OP_PEER:
-		req->work.fn = do_work;
-		req->work.done = work_done;
-		wq_queue_at(peer_wq, &req->work, req->start);
-		break;
-	case OP_FETCH:
-		req->work.fn = do_work;
-		req->work.done = work_done;
-		wq_queue_at(fetch_wq, &req->work, req->start);
-		break;
-	case OP_TRACE:
-		req->work.fn = do_work;
-		req->work.done = work_done;
-		wq_queue_at(trace_wq, &req->work, req->start);
-		break;
-	}
+	trace_id_make(req);
+	ops_execute(req);
+}
+
+/* the open connections of clients at addr (no sheep's, no collie's), into conns: how many */
+int request_conns_at(const uint8_t addr[16], uint64_t *conns, int max)
+{
+	struct client_info *ci;
+	int n = 0;
+
+	list_for_each_entry(ci, &all_clients, link)
+		if (n < max && !ci->dead && !ci->internal && !memcmp(ci->addr, addr, 16))
+			conns[n++] = ci->id;
+	return n;
+}
+
+const uint8_t *request_client_addr(const struct request *req)
+{
+	return req->ci ? req->ci->addr : NULL;
+}
+
+int request_close_conns(const uint64_t *ids, int n)
+{
+	struct client_info *ci, *next;
+	int closed = 0;
+
+	list_for_each_entry_safe(ci, next, &all_clients, link)
+		for (int i = 0; i < n; i++)
+			if (ci->id == ids[i]) {
+				close_client(ci);
+				closed++;
+				break;
+			}
+	return closed;
 }
 
 void request_join_done(void)
@@ -697,6 +723,9 @@ static struct request *new_request(struct client_info *ci)
 	memset(&req->rq, 0, sizeof(*req) - offsetof(struct request, rq));
 	req->rq = ci->hdr;
 	req->ci = ci;
+	/* a lock it takes is its own: this gateway, its address, its connection (client_lock.c) */
+	memcpy(req->ord.owner.addr, ci->addr, sizeof(ci->addr));
+	req->ord.owner.conn = ci->id;
 	payload_req_none(req);
 	INIT_LIST_NODE(&req->node);
 	ci->refcnt++;
@@ -711,7 +740,8 @@ static struct request *new_request(struct client_info *ci)
 		req->rq.flags &= ~SD_FLAG_CMD_WRITE;
 		return req;
 	}
-	ret = payload_req_alloc(req, mem_counted(&req->rq), &req->ci->reply_bytes);
+	req->mem_pool = payload_req_pool(&req->rq, ci->addr);
+	ret = req_alloc(req);
 	if (ret == -EAGAIN) {
 		/* rx_one parks the connection until memory is freed */
 		ci->mem_wait = true;
@@ -733,8 +763,8 @@ static int rx_one(struct client_info *ci)
 		if (n <= 0)
 			goto out_err;
 		if (!ci->hdr_done)
-			ci->rx_start = tick;
-		ci->last_active = tick;
+			ci->rx_start = listen_tick();
+		ci->last_active = listen_tick();
 		ci->hdr_done += n;
 		if (ci->hdr_done < sizeof(ci->hdr))
 			return 0;
@@ -761,24 +791,31 @@ static int rx_one(struct client_info *ci)
 		n = read(ci->fd, (char *)req->data + ci->rx_done, want - ci->rx_done);
 		if (n <= 0)
 			goto out_err;
-		ci->last_active = tick;
+		ci->last_active = listen_tick();
 		ci->rx_done += n;
 	}
 	return 1;
 out_err:
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
-	if (n == 0 && !ci->hdr_done && !ci->rx_req && ci->nr_inflight) {
+	/* a request cut short by EOF is dropped: it has no reply */
+	if (n == 0 && ci->rx_req) {
+		free_request(ci->rx_req);
+		ci->rx_req = NULL;
+	}
+	if (n == 0 && ci->nr_inflight) {
 		/*
-		 * EOF between requests with some in flight: the client shut
-		 * its sending side (shutdown(SHUT_WR)) and still reads. Answer
-		 * them; the last reply sent closes the connection (flush_tx).
+		 * EOF with requests in flight or replies queued: the client
+		 * shut its sending side (shutdown(SHUT_WR)) and still reads.
+		 * Answer every whole request it sent, even when a last one was
+		 * cut short (no reply is ever cut in its middle by our close);
+		 * the last reply sent closes the connection (flush_tx).
 		 */
+		ci->hdr_done = 0;
 		ci->close_after_tx = true;
 		update_events(ci);
 		return -1;
 	}
-	/* EOF or error: a short body is dropped with its connection */
 	close_client(ci);
 	return -1;
 }
@@ -838,44 +875,32 @@ out:
 	client_put(ci);
 }
 
-static bool has_oid(uint8_t opcode)
-{
-	return is_client_obj_op(opcode) || opcode == SD_OP_REMOVE_OBJ ||
-	       (opcode >= SD_OP_READ_PEER && opcode <= SD_OP_FLUSH_PEER) ||
-	       opcode == SD_OP_FETCH_PEER || opcode == SD_OP_STAT_HOLD;
-}
-
-/* stat.c's hang report for a request: opcode, oid, client, worker */
+/* stat.c's hang report for a request: its client's, then the op runner's part */
 static void request_report_hang(struct stat_req *sr, uint64_t age_ns)
 {
 	struct request *req = container_of(sr, struct request, stat);
-	char client[INET6_ADDRSTRLEN + 8] = "gone", oid[32] = "";
-	char worker[48] = "no worker (main thread or still queued)";
-	int tid = __atomic_load_n(&req->work.tid, __ATOMIC_RELAXED);
+	char client[INET6_ADDRSTRLEN + 8] = "gone";
 
 	if (!req->ci->dead)
 		sd_peer_name(req->ci->fd, client, sizeof(client));
-	if (has_oid(req->rq.opcode))
-		snprintf(oid, sizeof(oid), " oid %016" PRIx64, req->rq.obj.oid);
-	if (tid)
-		snprintf(worker, sizeof(worker), "worker tid %d", tid);
-	sd_warn("hang: %s (0x%02x)%s in flight for %" PRIu64 " ms, id %" PRIu32 ", client %s, %s",
-		req->op ? req->op->name : "request", req->rq.opcode, oid, age_ns / 1000000,
-		req->rq.id, client, worker);
+	ops_report_hang(req, client, age_ns);
 }
 
 /*
  * A new connection on fd (non-blocking) from the client at ss: its state,
- * polled, listed and counted. NULL when it cannot be set up (fd is left to
- * the caller). The fuzz harness sets its connections up here too.
+ * polled, and counted by l (NULL: not counted). NULL when it cannot be
+ * set up (fd is left to the caller). The fuzz harness sets its
+ * connections up here too.
  */
-static struct client_info *client_init(int fd, const struct sockaddr_storage *ss)
+static struct client_info *client_init(struct listener *l, int fd,
+				       const struct sockaddr_storage *ss)
 {
 	struct client_info *ci = calloc(1, sizeof(*ci));
 
 	if (!ci)
 		return NULL;
 	ci->fd = fd;
+	ci->id = daemon_conn_id();
 	ci->refcnt = 1;
 	if (ss->ss_family == AF_INET6) {
 		memcpy(ci->addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
@@ -884,95 +909,85 @@ static struct client_info *client_init(int fd, const struct sockaddr_storage *ss
 		memcpy(ci->addr + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
 	}
 	ci->events = EPOLLIN;
-	ci->last_active = tick;
+	ci->last_active = listen_tick();
 	ci->mem_waiter.resume = client_mem_resume;
 	stat_vdi_cache_init(&ci->stat_vdi);
 	INIT_LIST_HEAD(&ci->tx_queue);
 	pthread_mutex_init(&ci->tx_lock, NULL);
 	if (ev_add(fd, EPOLLIN, client_handler, ci)) {
+		pthread_mutex_destroy(&ci->tx_lock);
 		free(ci);
 		return NULL;
 	}
+	listen_conn_add(l, &ci->lc);
 	list_add_tail(&ci->link, &all_clients);
-	nr_clients++;
 	return ci;
 }
 
-int request_accept(int fd, const struct sockaddr_storage *ss)
+static int client_accept(struct listener *l, int fd, const struct sockaddr_storage *ss)
 {
-	if (!client_init(fd, ss))
-		return -ENOMEM;
-	if (nr_clients < max_clients)
-		return 0;
-	sd_log_ratelimited(60, SDOG_WARNING,
-			   "%d connections: not accepting more until one closes "
-			   "(--max-connections)",
-			   nr_clients);
-	at_client_limit = true;
-	return 1;
+	return client_init(l, fd, ss) ? 0 : -ENOMEM;
 }
 
-/* once a second: close the connections that timed out */
-static void client_tick(int fd, uint32_t events, void *data)
+/*
+ * For the listener's timeouts: a request partly read is the client's turn
+ * (--client-timeout), unless it waits for payload memory (then the daemon
+ * stopped reading it); requests in flight are the daemon's.
+ */
+static enum listen_state client_state(struct listen_conn *lc, uint64_t *since)
 {
-	struct client_info *ci, *next;
-	uint64_t expirations = 0;
+	struct client_info *ci = container_of(lc, struct client_info, lc);
 
-	(void)!read(fd, &expirations, sizeof(expirations));
-	tick += expirations ? expirations : 1;
-	list_for_each_entry_safe(ci, next, &all_clients, link) {
-		bool partial = ci->hdr_done || ci->rx_req;
-		const char *why = NULL;
-
-		if (partial && sys.client_timeout && tick - ci->rx_start > (uint64_t)sys.client_timeout)
-			why = "a request that did not arrive in time (--client-timeout)";
-		else if (!partial && sys.idle_timeout && !ci->nr_inflight &&
-			 tick - ci->last_active > (uint64_t)sys.idle_timeout)
-			why = "an idle connection (--idle-timeout)";
-		if (!why)
-			continue;
-		sd_log_ratelimited(60, SDOG_INFO, "closing %s", why);
-		close_client(ci);
+	if (ci->mem_wait)
+		return LISTEN_BUSY;
+	if (ci->hdr_done || ci->rx_req) {
+		*since = ci->rx_start;
+		return LISTEN_TURN;
 	}
+	if (ci->nr_inflight)
+		return LISTEN_BUSY;
+	*since = ci->last_active;
+	return LISTEN_IDLE;
 }
 
-/* the connection limit when not given: what the descriptor limit leaves */
-static int default_max_clients(void)
+static void client_timeout(struct listen_conn *lc, const char *why)
 {
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536)
-		return 65536 - 256;
-	/* room for the store, the peers' connections and the log */
-	return rl.rlim_cur > 512 ? (int)rl.rlim_cur - 256 : (int)rl.rlim_cur / 2;
+	close_client(container_of(lc, struct client_info, lc));
 }
 
-int request_nr_clients(void)
+static const struct listen_ops client_listen_ops = {
+	.name = "sheepdog",
+	.accept = client_accept,
+	.state = client_state,
+	.timeout = client_timeout,
+};
+
+void request_configure(const struct request_config *c)
 {
-	return nr_clients;
+	cfg = *c;
 }
 
-int request_init(void (*room)(void))
+int request_listen(const char *bind_addr, int port)
 {
-	struct itimerspec one_s = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+	struct listen_limits lim = {
+		.max_conns = cfg.max_connections,
+		.cap_option = "--max-connections",
+		.turn_timeout = cfg.client_timeout,
+		.idle_timeout = cfg.idle_timeout,
+		.turn_what = "a request that did not arrive in time (--client-timeout)",
+	};
 	int ret;
 
-	room_fn = room;
 	/* made now: once descriptors run out, they could not be made */
 	access_timer_fd = ev_timer(access_retry, NULL);
 	if (access_timer_fd < 0)
 		return access_timer_fd;
-	tick_timer_fd = ev_timer(client_tick, NULL);
-	if (tick_timer_fd < 0)
-		return tick_timer_fd;
 	ret = payload_init();
 	if (ret)
 		return ret;
-	max_clients = sys.max_connections ? sys.max_connections : default_max_clients();
 #ifdef SD_TEST_HOOKS
 	if (getenv("SD_TEST_SHORT_REPLIES"))
 		short_reply_len = 20;
 #endif
-	timerfd_settime(tick_timer_fd, 0, &one_s, NULL);
-	return 0;
+	return listener_open(&client_listen_ops, &lim, bind_addr, port) ? 0 : -errno;
 }

@@ -14,12 +14,35 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "cluster/cluster.h"
+#include "client_lock.h"
+#include "startup.h"
 #include "event.h"
 #include "nbd.h"
+#include "listen.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "access.h"
+#include "daemon.h"
+#include "deleted.h"
+#include "group.h"
+#include "join.h"
+#include "listen.h"
+#include "metrics.h"
+#include "ops.h"
+#include "ops_exec.h"
+#include "ordered.h"
+#include "payload.h"
+#include "peer_io.h"
+#include "recovery.h"
+#include "request.h"
+#include "stat.h"
+#include "vdi.h"
+#include "work.h"
 #include "store/store.h"
+#include "store/md.h"
 #ifdef HAVE_TRACE
 #include "trace/trace.h"
 #endif
@@ -27,16 +50,33 @@
 #define DEFAULT_IO_THREADS 8
 #define DEFAULT_HANG_THRESHOLD 30 /* seconds */
 
-struct sheep_config sys = { .client_timeout = 30 };
-struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
+/* what the options set: each module gets its part at init */
+static struct {
+	const char *dir;
+	int port;
+	const char *bind_addr;
+	const char *nbd_addr; /* --nbd: NULL = every address */
+	int nbd_port;	      /* 0: no NBD export */
+	uint32_t zone;
+} cfg;
+static struct request_config req_cfg = { .client_timeout = 30 };
+static int nbd_max_connections; /* --nbd-max-connections (0: derived) */
 
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
 #define MAX_VNODES 4096
 static int nr_vnodes = SD_DEFAULT_VNODES;
+static bool gateway_only; /* --gateway: serve clients, store nothing */
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
 
-enum { OPT_MAX_INFLIGHT = 0x100, OPT_RECOVERY_BW, OPT_HEARTBEAT, OPT_NBD_ALLOW };
+enum {
+	OPT_MAX_INFLIGHT = 0x100,
+	OPT_RECOVERY_BW,
+	OPT_HEARTBEAT,
+	OPT_NBD_ALLOW,
+	OPT_NBD_MAX_CONN,
+	OPT_DISK
+};
 
 /* --max-inflight-bytes (0: the default, from the worker count) */
 static uint64_t max_inflight;
@@ -48,9 +88,11 @@ static const struct option long_options[] = {
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "cluster", required_argument, NULL, 'c' },
 	{ "store", required_argument, NULL, 'S' },
+	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "zone", required_argument, NULL, 'z' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "vnodes", required_argument, NULL, 'V' },
+	{ "gateway", no_argument, NULL, 'g' },
 	{ "hang-threshold", required_argument, NULL, 'H' },
 	{ "metrics", required_argument, NULL, 'M' },
 	{ "nbd", optional_argument, NULL, 'N' },
@@ -60,6 +102,7 @@ static const struct option long_options[] = {
 	{ "admin-allow", required_argument, NULL, 'A' },
 	{ "nbd-allow", required_argument, NULL, OPT_NBD_ALLOW },
 	{ "max-connections", required_argument, NULL, 'C' },
+	{ "nbd-max-connections", required_argument, NULL, OPT_NBD_MAX_CONN },
 	{ "client-timeout", required_argument, NULL, 'T' },
 	{ "idle-timeout", required_argument, NULL, 'I' },
 	{ "help", no_argument, NULL, 'h' },
@@ -83,11 +126,20 @@ static void usage(FILE *f, const char *prog)
 		"  -f, --foreground       stay in the foreground, log to DIR/sheep.log\n"
 		"  -c, --cluster DRIVER   cluster driver: %s (default local)\n"
 		"      --store DRIVER     store driver: %s (default plain)\n"
+		"      --disk PATH[,WEIGHT]  keep objects on the disk mounted at PATH (an\n"
+		"                         existing directory; objects in PATH/obj), spread\n"
+		"                         over every --disk (repeatable, up to %d) by a ring\n"
+		"                         weighted by size: WEIGHT vnodes (1-65535; default\n"
+		"                         one per 256 MiB, at least 32). Without --disk the\n"
+		"                         objects stay in DIR/obj. See collie node md\n"
 		"  -z, --zone ZONE        failure zone of this node (default: derived from the address)\n"
 		"  -t, --threads N        object I/O worker threads (default %d)\n"
 		"  -V, --vnodes N         points of this node on the placement ring: its share\n"
 		"                         of the objects; give twice the capacity twice the\n"
 		"                         vnodes (1-%d, default %d)\n"
+		"  -g, --gateway          a member that serves clients (sheepdog protocol,\n"
+		"                         NBD) and stores nothing: it is on no placement\n"
+		"                         ring and its peers hold every copy\n"
 		"      --hang-threshold S a request in flight longer than S seconds is logged\n"
 		"                         once, with its op, oid, client and worker, and counted\n"
 		"                         in `collie node stat` (default %d, 0: off)\n"
@@ -100,8 +152,9 @@ static void usage(FILE *f, const char *prog)
 		"      --nbd-allow CIDR   also serve NBD to clients in the network CIDR (ADDR\n"
 		"                         or ADDR/BITS, repeatable); by default only to\n"
 		"                         loopback, whatever ADDR --nbd binds\n"
-		"      --max-inflight-bytes SIZE  client payload held in memory at once; past\n"
-		"                         it, connections that send more wait (default:\n"
+		"      --max-inflight-bytes SIZE  payload held in memory at once (an eighth of\n"
+		"                         it for admin ops); past a connection's share, it\n"
+		"                         is not read until it frees some (default:\n"
 		"                         (threads + 2) x 4 MiB)\n"
 		"      --recovery-max-bandwidth MB  recovery fetches at most MB MB/s on this\n"
 		"                         node (default %d, 0: unlimited)\n"
@@ -112,12 +165,14 @@ static void usage(FILE *f, const char *prog)
 		"                         trace, statistics, cluster state) from the network\n"
 		"                         CIDR (ADDR or ADDR/BITS, repeatable); by default only\n"
 		"                         from loopback and the cluster's members\n"
-		"      --max-connections N  accept at most N client connections at once; the\n"
-		"                         next ones wait in the backlog (default: the\n"
-		"                         descriptor limit less 256)\n"
-		"      --client-timeout S close a connection whose request has not fully\n"
-		"                         arrived S seconds after its first byte (default 30,\n"
-		"                         0: never)\n"
+		"      --max-connections N  accept at most N connections at once on PORT; the\n"
+		"                         next ones wait in the backlog (default: what the\n"
+		"                         descriptor limit leaves, less 256, NBD's and 16)\n"
+		"      --nbd-max-connections N  the same for NBD (default: a quarter of what\n"
+		"                         the descriptor limit leaves, less 256)\n"
+		"      --client-timeout S close a connection whose request (or NBD handshake\n"
+		"                         message) has not fully arrived S seconds after its\n"
+		"                         first byte (default 30, 0: never)\n"
 		"      --idle-timeout S   close a connection idle for S seconds (default 0:\n"
 		"                         never; QEMU and the peers keep idle connections)\n"
 		"  -h, --help             print this help and exit\n"
@@ -125,18 +180,59 @@ static void usage(FILE *f, const char *prog)
 		"\n"
 		"Without -f, sheep daemonizes and writes its pid to DIR/sheep.pid.\n"
 		"SIGTERM or `collie cluster shutdown` stops it cleanly.\n",
-		prog, SD_LISTEN_PORT, drivers, stores, DEFAULT_IO_THREADS, MAX_VNODES,
+		prog, SD_LISTEN_PORT, drivers, stores, MD_MAX_DISKS, DEFAULT_IO_THREADS, MAX_VNODES,
 		SD_DEFAULT_VNODES, DEFAULT_HANG_THRESHOLD, NBD_DEFAULT_PORT, RECOVERY_DEFAULT_BW,
 		CDRV_DEFAULT_HEARTBEAT_MS / 1000);
 }
 
 static volatile bool stop_requested;
+static struct work_queue *recovery_notify_queue;
 static const char *store_name = "plain";
 
-void sheep_request_shutdown(void)
+/*
+ * A disk failed (md.c, any thread): the current epoch's recovery runs again
+ * on the main thread, and fetches what lived there from the other copies.
+ */
+static struct work disk_lost_work;
+static bool disk_lost_queued; /* atomic */
+
+static void disk_lost_fn(struct work *w)
+{
+	(void)w;
+}
+
+static void disk_lost_done(struct work *w)
+{
+	(void)w;
+	__atomic_store_n(&disk_lost_queued, false, __ATOMIC_RELEASE);
+	recovery_rerun();
+}
+
+static void disk_lost(void)
+{
+	if (__atomic_exchange_n(&disk_lost_queued, true, __ATOMIC_ACQ_REL))
+		return; /* the run it queues lists this node's objects after this loss too */
+	disk_lost_work.fn = disk_lost_fn;
+	disk_lost_work.done = disk_lost_done;
+	wq_queue(recovery_notify_queue, &disk_lost_work);
+}
+
+static void release_node_locks(const struct sd_lock_owner *owner)
+{
+	vdi_release_owner(owner, true);
+}
+
+/* an operator took a lock from one of this node's clients: the front end disconnects it */
+static void lock_broken(uint32_t vid, const struct sd_lock_owner *owner)
+{
+	request_lock_broken(vid, owner);
+	nbd_lock_broken(vid, owner);
+}
+
+/* daemon_stop()'s handler: the main loop ends at its next turn */
+static void stop_loop(void)
 {
 	stop_requested = true;
-	sys.shutting_down = true;
 }
 
 static void signal_handler(int fd, uint32_t events, void *data)
@@ -145,7 +241,7 @@ static void signal_handler(int fd, uint32_t events, void *data)
 
 	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
 		sd_info("signal %u: shutting down", si.ssi_signo);
-		sheep_request_shutdown();
+		daemon_stop(0);
 	}
 }
 
@@ -167,59 +263,17 @@ static int init_signals(void)
 	return ev_add(fd, EPOLLIN, signal_handler, NULL);
 }
 
-static int daemonize(void)
-{
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid > 0)
-		_exit(0);
-	if (setsid() < 0)
-		return -errno;
-	int fd = open("/dev/null", O_RDWR);
-	if (fd < 0)
-		return -errno;
-	dup2(fd, 0);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	if (fd > 2)
-		close(fd);
-	return 0;
-}
-
-/* DIR/sheep.pid, locked for the daemon's life: one sheep per directory */
-static int lock_pid_file(void)
-{
-	char path[4200], buf[32];
-	int fd, n;
-
-	snprintf(path, sizeof(path), "%s/sheep.pid", sys.dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		close(fd);
-		return -EBUSY;
-	}
-	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, n, 0) != n) {
-		close(fd);
-		return -EIO;
-	}
-	return fd; /* kept open: the lock lives as long as the process */
-}
-
 static int make_self_node(struct sd_node *node)
 {
-	const char *addr = sys.bind_addr && *sys.bind_addr ? sys.bind_addr : "127.0.0.1";
+	const char *addr = cfg.bind_addr && *cfg.bind_addr ? cfg.bind_addr : "127.0.0.1";
 
 	memset(node, 0, sizeof(*node));
 	if (sd_str_to_addr(addr, node->nid.addr))
 		return -EINVAL;
-	node->nid.port = (uint16_t)sys.port;
-	node->zone = sys.zone;
-	node->nr_vnodes = (uint16_t)nr_vnodes;
+	node->nid.port = (uint16_t)cfg.port;
+	node->zone = cfg.zone;
+	node->nr_vnodes = gateway_only ? 0 : (uint16_t)nr_vnodes;
+	node->flags = gateway_only ? SD_NODE_GATEWAY : 0;
 	return 0;
 }
 
@@ -233,8 +287,8 @@ static int parse_nbd(const char *arg)
 	const char *colon, *port = NULL;
 	uint64_t v;
 
-	sys.nbd_addr = "127.0.0.1";
-	sys.nbd_port = NBD_DEFAULT_PORT;
+	cfg.nbd_addr = "127.0.0.1";
+	cfg.nbd_port = NBD_DEFAULT_PORT;
 	if (!arg || !*arg)
 		return 0;
 	if (arg[strspn(arg, "0123456789")] == '\0') {
@@ -245,7 +299,7 @@ static int parse_nbd(const char *arg)
 			return -1;
 		snprintf(addr, sizeof(addr), "%.*s", (int)(colon - arg - 1), arg + 1);
 		port = colon[1] ? colon + 2 : NULL;
-		sys.nbd_addr = addr;
+		cfg.nbd_addr = addr;
 	} else {
 		colon = strrchr(arg, ':');
 		if (colon && strchr(arg, ':') != colon)
@@ -255,12 +309,12 @@ static int parse_nbd(const char *arg)
 		snprintf(addr, sizeof(addr), "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg),
 			 arg);
 		port = colon ? colon + 1 : NULL;
-		sys.nbd_addr = addr;
+		cfg.nbd_addr = addr;
 	}
 	if (port && *port) {
 		if (sd_parse_uint(port, 1, 65535, &v))
 			return -1;
-		sys.nbd_port = (int)v;
+		cfg.nbd_port = (int)v;
 	}
 	return 0;
 }
@@ -271,7 +325,7 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 	int ch, lv;
 	uint64_t v;
 
-	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:H:M:hv", long_options, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:b:l:fc:z:t:V:gH:M:hv", long_options, NULL)) != -1) {
 		switch (ch) {
 		case 'N': {
 			const char *arg = optarg;
@@ -294,6 +348,15 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				return -1;
 			}
 			break;
+		case OPT_DISK:
+			if (md_config_disk(optarg)) {
+				fprintf(stderr,
+					"sheep: invalid --disk '%s' (PATH or PATH,WEIGHT: a path of at "
+					"most %d bytes, WEIGHT 1-65535, at most %d disks)\n",
+					optarg, SD_MD_PATH_LEN - 1, MD_MAX_DISKS);
+				return -1;
+			}
+			break;
 		case OPT_NBD_ALLOW:
 			if (access_nbd_allow_add(optarg)) {
 				fprintf(stderr,
@@ -304,11 +367,13 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			}
 			break;
 		case 'C':
+		case OPT_NBD_MAX_CONN:
 			if (sd_parse_uint(optarg, 1, 1000000, &v)) {
-				fprintf(stderr, "sheep: invalid --max-connections '%s'\n", optarg);
+				fprintf(stderr, "sheep: invalid --%smax-connections '%s' (1-1000000)\n",
+					ch == 'C' ? "" : "nbd-", optarg);
 				return -1;
 			}
-			sys.max_connections = (int)v;
+			*(ch == 'C' ? &req_cfg.max_connections : &nbd_max_connections) = (int)v;
 			break;
 		case 'T':
 		case 'I':
@@ -316,17 +381,17 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				fprintf(stderr, "sheep: invalid timeout '%s' (0-86400 s)\n", optarg);
 				return -1;
 			}
-			*(ch == 'T' ? &sys.client_timeout : &sys.idle_timeout) = (int)v;
+			*(ch == 'T' ? &req_cfg.client_timeout : &req_cfg.idle_timeout) = (int)v;
 			break;
 		case 'p':
 			if (sd_parse_uint(optarg, 1, 65535, &v)) {
 				fprintf(stderr, "sheep: invalid port '%s'\n", optarg);
 				return -1;
 			}
-			sys.port = (int)v;
+			cfg.port = (int)v;
 			break;
 		case 'b':
-			sys.bind_addr = optarg;
+			cfg.bind_addr = optarg;
 			break;
 		case 'l':
 			lv = sd_log_parse_level(optarg);
@@ -350,7 +415,7 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				fprintf(stderr, "sheep: invalid zone '%s'\n", optarg);
 				return -1;
 			}
-			sys.zone = (uint32_t)v;
+			cfg.zone = (uint32_t)v;
 			break;
 		case 't':
 			if (sd_parse_uint(optarg, 1, 256, &v)) {
@@ -366,6 +431,9 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				return -1;
 			}
 			nr_vnodes = (int)v;
+			break;
+		case 'g':
+			gateway_only = true;
 			break;
 		case 'H':
 			if (sd_parse_uint(optarg, 0, 86400, &v)) {
@@ -432,20 +500,46 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 			optind >= argc ? "missing DIR" : "too many arguments", argv[0]);
 		return -1;
 	}
-	sys.dir = argv[optind];
+	cfg.dir = argv[optind];
 	return 0;
+}
+
+/*
+ * The connection caps share the descriptors the limit leaves
+ * (listen_fd_budget): /metrics takes METRICS_MAX_CONNS, NBD a quarter of
+ * the budget, the sheepdog port (clients and peers) the rest. A cap given
+ * is kept; one past the budget is warned about (descriptors may then run
+ * out, and accepting pauses: listen.h).
+ */
+static void set_connection_caps(void)
+{
+	int budget = listen_fd_budget(), rest = budget;
+
+	if (metrics_arg)
+		rest -= METRICS_MAX_CONNS;
+	if (cfg.nbd_port && !nbd_max_connections)
+		nbd_max_connections = max_t(int, rest / 4, 1);
+	if (cfg.nbd_port)
+		rest -= nbd_max_connections;
+	if (!req_cfg.max_connections)
+		req_cfg.max_connections = max_t(int, rest, 1);
+	if (rest < req_cfg.max_connections)
+		sd_warn("the connection caps (--max-connections %d, --nbd-max-connections %d) "
+			"pass the %d descriptors the limit leaves (ulimit -n less %d)",
+			req_cfg.max_connections, cfg.nbd_port ? nbd_max_connections : 0, budget,
+			LISTEN_FD_RESERVE);
 }
 
 int main(int argc, char **argv)
 {
-	int loglevel = SDOG_INFO, threads = DEFAULT_IO_THREADS, ret;
+	int loglevel = SDOG_INFO, threads = DEFAULT_IO_THREADS, ret, pid_fd, holder;
 	bool foreground = false;
 	const char *driver_name = "local";
 	const struct cluster_driver *driver;
 	struct sd_node self;
 	char log_path[4200];
 
-	sys.port = SD_LISTEN_PORT;
+	cfg.port = SD_LISTEN_PORT;
 	if (parse_args(argc, argv, &loglevel, &foreground, &driver_name, &threads))
 		return 64;
 	driver = cdrv_find(driver_name);
@@ -463,38 +557,43 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sheep: unknown store driver '%s' (have: %s)\n", store_name, names);
 		return 64;
 	}
-	ret = sd_mkdir_p(sys.dir, 0755);
+	ret = sd_mkdir_p(cfg.dir, 0755);
 	if (ret) {
-		fprintf(stderr, "sheep: cannot create %s: %s\n", sys.dir, strerror(-ret));
+		fprintf(stderr, "sheep: cannot create %s: %s\n", cfg.dir, strerror(-ret));
 		return 1;
 	}
-	char *abs = realpath(sys.dir, NULL);
+	char *abs = realpath(cfg.dir, NULL);
 	if (abs)
-		sys.dir = abs;
+		cfg.dir = abs;
 	if (make_self_node(&self)) {
-		fprintf(stderr, "sheep: cannot use '%s' as a node address\n", sys.bind_addr);
+		fprintf(stderr, "sheep: cannot use '%s' as a node address\n", cfg.bind_addr);
 		return 64;
 	}
-	snprintf(log_path, sizeof(log_path), "%s/sheep.log", sys.dir);
+	/* before the log: a second sheep writes nothing into the first one's */
+	pid_fd = startup_lock_dir(cfg.dir, &holder);
+	if (pid_fd == -EBUSY) {
+		fprintf(stderr, "sheep: %s: another sheep (pid %d) runs on this directory\n",
+			cfg.dir, holder);
+		return 1;
+	}
+	if (pid_fd < 0) {
+		fprintf(stderr, "sheep: cannot lock %s/sheep.pid: %s\n", cfg.dir,
+			strerror(-pid_fd));
+		return 1;
+	}
+	snprintf(log_path, sizeof(log_path), "%s/sheep.log", cfg.dir);
 	ret = sd_log_init(log_path, loglevel, "sheep");
 	if (ret) {
 		fprintf(stderr, "sheep: cannot open %s: %s\n", log_path, strerror(-ret));
 		return 1;
 	}
-	if (!foreground && daemonize()) {
-		fprintf(stderr, "sheep: cannot daemonize: %m\n");
-		return 1;
-	}
-	ret = lock_pid_file();
-	if (ret < 0) {
-		sd_err("cannot lock %s/sheep.pid: %s", sys.dir,
-		       ret == -EBUSY ? "another sheep runs on this directory" : strerror(-ret));
-		if (foreground)
-			fprintf(stderr, "sheep: %s: another sheep runs on this directory?\n",
-				sys.dir);
-		return 1;
-	}
-	sd_info("sheep %s starting on port %d, dir %s", PACKAGE_VERSION, sys.port, sys.dir);
+	/* the parent exits with the daemon's verdict: 0 once it serves */
+	if (!foreground && (ret = startup_fork()))
+		return startup_fail("cannot daemonize: %s", strerror(-ret));
+	ret = startup_write_pid(pid_fd);
+	if (ret)
+		return startup_fail("cannot write %s/sheep.pid: %s", cfg.dir, strerror(-ret));
+	sd_info("sheep %s starting on port %d, dir %s", PACKAGE_VERSION, cfg.port, cfg.dir);
 
 	/* the tracer's sites become NOPs before any other thread exists */
 #ifdef HAVE_TRACE
@@ -502,113 +601,104 @@ int main(int argc, char **argv)
 	if (ret)
 		sd_err("tracer unavailable: %s", strerror(-ret));
 #endif
-	if (ev_init(4096) || init_signals() || wq_init()) {
-		sd_emerg("cannot set up the event loop: %m");
-		return 1;
-	}
+	if (ev_init(4096) || init_signals() || wq_init())
+		return startup_fail("cannot set up the event loop: %m");
 	/* counting starts before any worker exists */
 	ret = stat_init(hang_threshold * 1000000000ULL);
 	if (!ret)
 		ret = stat_start_hang_timer();
-	if (ret) {
-		sd_emerg("cannot start the statistics: %s", strerror(-ret));
-		return 1;
-	}
+	if (ret)
+		return startup_fail("cannot start the statistics: %s", strerror(-ret));
 	ops_register_stats();
-	if (store_init(store_name, sys.dir)) {
-		sd_emerg("cannot open the %s store in %s", store_name, sys.dir);
-		return 1;
-	}
+	daemon_set_stop_handler(stop_loop);
+	if (store_init(store_name, cfg.dir))
+		return startup_fail("cannot open the %s store in %s", store_name, cfg.dir);
 	/* news that travels up: the lower layer calls what the upper one registered */
-	group_set_news(&(struct group_news){ .joined = recovery_join,
+	group_set_news(&(struct group_news){ .joined = join_start,
 					     .epoch_changed = recovery_kick,
-					     .node_left = peer_abort_node,
+					     .node_left = ordered_node_left,
+					     .node_gone = peer_abort_node,
 					     .serving = request_join_done,
-					     .wait_covered = recovery_wait_check });
+					     .wait_covered = join_wait_check });
 	group_set_deliver(ordered_deliver);
-	recovery_set_join_done(request_join_done);
-	ordered_set_done(request_done);
-	ret = group_init();
-	if (ret) {
-		sd_emerg("cannot read the cluster state in %s: %s", sys.dir, strerror(-ret));
-		return 1;
-	}
-	ret = deleted_init();
-	if (ret) {
-		sd_emerg("cannot read the deleted vdis in %s: %s", sys.dir, strerror(-ret));
-		return 1;
-	}
+	ret = group_init(cfg.dir);
+	if (ret)
+		return startup_fail("cannot read the cluster state in %s: %s", cfg.dir,
+				    strerror(-ret));
+	ret = deleted_init(cfg.dir);
+	if (ret)
+		return startup_fail("cannot read the deleted vdis in %s: %s", cfg.dir,
+				    strerror(-ret));
 	ret = vdi_init();
-	if (ret) {
-		sd_emerg("cannot load the vdis: %s", strerror(-ret));
-		return 1;
-	}
+	if (ret)
+		return startup_fail("cannot load the vdis: %s", strerror(-ret));
 	payload_set_max(max_inflight ? max_inflight
 					      : (uint64_t)(threads + 2) * SD_DATA_OBJ_SIZE);
-	io_wq = wq_create("io", threads);
-	cluster_wq = wq_create("cluster", 1);
-	peer_wq = wq_create("peer", threads);
-	fetch_wq = wq_create("fetch", 2);
-	trace_wq = wq_create("trace", 1);
-	if (!io_wq || !cluster_wq || !peer_wq || !fetch_wq || !trace_wq || recovery_init()) {
-		sd_emerg("cannot start worker threads");
-		return 1;
+	ops_init(&(struct ops_config){ .nbd_addr = cfg.nbd_addr, .nbd_port = cfg.nbd_port });
+	ret = ops_exec_init(
+	    threads, &(struct ops_answer){ .done = request_done, .early = request_reply_early });
+	if (!ret) {
+		ordered_init(ops_queue(OP_ORDERED), get_sd_op, request_ordered_done);
+		ordered_set_node_left(release_node_locks);
+		vdi_set_lock_hooks(lock_broken, client_lock_moved);
+		ret = recovery_init();
+		recovery_notify_queue = ops_queue(OP_CLUSTER);
+		md_set_lost(disk_lost);
+		if (!ret)
+			join_init(ops_queue(OP_CLUSTER), recovery_queue(), request_join_done);
 	}
-	ret = create_listen_port(sys.bind_addr, sys.port);
-	if (ret) {
-		sd_emerg("cannot listen on port %d: %s", sys.port, strerror(-ret));
-		if (foreground)
-			fprintf(stderr, "sheep: cannot listen on port %d: %s\n", sys.port,
-				strerror(-ret));
-		return 1;
-	}
+	if (ret)
+		return startup_fail("cannot start worker threads");
+	set_connection_caps();
+	request_configure(&req_cfg);
+	request_lock_init();
+	ret = request_listen(cfg.bind_addr, cfg.port);
+	if (ret)
+		return startup_fail("cannot listen on port %d: %s", cfg.port, strerror(-ret));
 	if (metrics_arg) {
 		ret = metrics_start(metrics_arg);
-		if (ret) {
-			sd_emerg("cannot serve metrics on %s: %s", metrics_arg, strerror(-ret));
-			if (foreground)
-				fprintf(stderr, "sheep: cannot serve metrics on %s: %s\n",
-					metrics_arg, strerror(-ret));
-			return 1;
-		}
+		if (ret)
+			return startup_fail("cannot serve metrics on %s: %s", metrics_arg,
+					    strerror(-ret));
 	}
-	if (sys.nbd_port) {
-		ret = nbd_init(sys.nbd_addr, sys.nbd_port, threads);
-		if (ret) {
-			sd_emerg("cannot serve nbd on %s port %d: %s", sys.nbd_addr, sys.nbd_port,
-				 strerror(-ret));
-			if (foreground)
-				fprintf(stderr, "sheep: cannot serve nbd on %s port %d: %s\n",
-					sys.nbd_addr, sys.nbd_port, strerror(-ret));
-			return 1;
-		}
-		if (!access_nbd_nr_allow() && strcmp(sys.nbd_addr, "127.0.0.1") &&
-		    strcmp(sys.nbd_addr, "::1"))
+	if (cfg.nbd_port) {
+		struct nbd_config nbd_cfg = { .addr = cfg.nbd_addr,
+					      .port = cfg.nbd_port,
+					      .nr_threads = threads,
+					      .max_conns = nbd_max_connections,
+					      .client_timeout = req_cfg.client_timeout,
+					      .idle_timeout = req_cfg.idle_timeout };
+
+		ret = nbd_init(&nbd_cfg);
+		if (ret)
+			return startup_fail("cannot serve nbd on %s port %d: %s", cfg.nbd_addr,
+					    cfg.nbd_port, strerror(-ret));
+		if (!access_nbd_nr_allow() && strcmp(cfg.nbd_addr, "127.0.0.1") &&
+		    strcmp(cfg.nbd_addr, "::1"))
 			sd_warn("nbd: bound to %s, but without --nbd-allow only loopback clients "
 				"are served",
-				*sys.nbd_addr ? sys.nbd_addr : "every address");
+				*cfg.nbd_addr ? cfg.nbd_addr : "every address");
 	}
-	ret = driver->init(cdrv_selected_option());
-	if (!ret)
-		ret = group_join(driver, &self);
+	ret = group_join(driver, cdrv_selected_option(), &self);
 	if (ret == -EINTR && cdrv_stop_pending()) {
 		/* SIGTERM while the driver waited for its service or its group */
 		sd_info("signal while joining: stopped");
 		sd_log_close();
 		return 0;
 	}
-	if (ret) {
-		sd_emerg("cannot join the cluster with driver %s: %s", driver->name,
-			 strerror(-ret));
-		return 1;
-	}
+	if (ret)
+		return startup_fail("cannot join the cluster with driver %s: %s", driver->name,
+				    strerror(-ret));
 	if (!stop_requested)
 		sd_info("ready");
+	snprintf(log_path, sizeof(log_path), "serving on port %d", cfg.port);
+	startup_ready(log_path);
 
 	while (!stop_requested)
 		ev_loop_once(1000);
 
 	sd_info("shutting down");
+	startup_stopping();
 	/* workers blocked on a peer (stopped, or stopping too) return now */
 	peer_abort_all();
 	driver->leave();
@@ -620,5 +710,5 @@ int main(int argc, char **argv)
 	group_stopped();
 	sd_info("stopped");
 	sd_log_close();
-	return sys.exit_status;
+	return daemon_exit_status();
 }

@@ -14,7 +14,7 @@
  * node answers a question alike (a lookup right after a create through
  * another node finds the VDI). Each op decides under the table's lock,
  * does its inode I/O without it (only the node that received the request,
- * req->remote false, writes inodes, through the gateway, which replicates
+ * req->ord.remote false, writes inodes, through the gateway, which replicates
  * them like data), and publishes under it. Only the cluster worker changes
  * the namespace, so what was decided still holds when it is published.
  * The start-up load is here too (vdi_init); a joining node's sync is in
@@ -27,10 +27,50 @@
 #include <string.h>
 #include <time.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "ec.h"
+#include "list.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "deleted.h"
+#include "gateway.h"
+#include "group.h"
+#include "request.h"
+#include "vdi.h"
 #include "store/store.h"
 #include "vdi_table.h"
+
+/*
+ * The front ends' part of a lock (main thread, vdi_set_lock_hooks): the
+ * holder's gateway disconnects a holder whose lock an operator took away,
+ * and follows a lock that a snapshot moved to the new working VDI. An op
+ * runs on the apply thread: it leaves the call to the main thread
+ * (ord.after), on every node, the holder's gateway's doing it.
+ */
+static void (*lock_broken_fn)(uint32_t vid, const struct sd_lock_owner *owner);
+static void (*lock_moved_fn)(uint32_t from, uint32_t to);
+
+static void lock_broken(struct request *req)
+{
+	if (lock_broken_fn)
+		lock_broken_fn(req->ord.after_vid[0], &req->ord.after_owner);
+}
+
+static void lock_moved(struct request *req)
+{
+	if (lock_moved_fn)
+		lock_moved_fn(req->ord.after_vid[0], req->ord.after_vid[1]);
+}
+
+static void after_lock(struct request *req, void (*fn)(struct request *), uint32_t vid,
+		       uint32_t vid2, const struct sd_lock_owner *owner)
+{
+	req->ord.after = fn;
+	req->ord.after_vid[0] = vid;
+	req->ord.after_vid[1] = vid2;
+	req->ord.after_owner = *owner;
+}
 
 /*
  * The copies of vid's objects, for the namespace ops' own inode I/O.
@@ -49,14 +89,18 @@ static int read_local_header(uint32_t vid, struct sd_inode_header *h)
 	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
 }
 
+/* the gateway's view of a VDI the daemon itself reads and writes: its copies */
+#define COPIES(n) (&(struct vdi_attr){ .nr_copies = (uint8_t)(n) })
+
 static int read_header(uint32_t vid, struct sd_inode_header *h, int copies)
 {
-	return gateway_obj_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, copies);
+	return gateway_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, COPIES(copies));
 }
 
 static int write_header(uint32_t vid, const struct sd_inode_header *h, int copies)
 {
-	return gateway_obj_write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, false, copies);
+	return gateway_write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, GW_SYNC,
+			     COPIES(copies));
 }
 
 static int load_one(uint64_t oid, void *arg)
@@ -182,8 +226,8 @@ static int create_inode(const struct sd_inode *inode, bool has_map)
 {
 	uint32_t len = has_map ? SD_INODE_SIZE : SD_INODE_HEADER_SIZE;
 
-	return gateway_obj_write(vid_to_vdi_oid(inode->vdi_id), inode, len, 0, true,
-				 inode->nr_copies);
+	return gateway_create(vid_to_vdi_oid(inode->vdi_id), 0, inode, len, 0, GW_SYNC,
+			      COPIES(inode->nr_copies));
 }
 
 static bool map_is_empty(const struct sd_inode *inode)
@@ -214,7 +258,43 @@ struct new_plan {
 	struct vdi_state *working; /* that VDI's state, when is_snapshot */
 	uint32_t snap_id;
 	uint8_t copies;
+	uint8_t copy_policy; /* 0: replicated; else D:P (ec.h) */
 };
+
+/*
+ * The new VDI's copies and scheme: the request's, else its base's, else
+ * the cluster's. Erasure coding is copy_policy (D / 2) << 4 | P with
+ * copies D + P (0 copies: D + P). A snapshot or a clone keeps its base's
+ * scheme: copies and D:P never mix among the VDIs that share objects.
+ */
+static int plan_scheme(const struct sd_req *rq, const char *name, const struct vdi_state *base,
+		       struct new_plan *p)
+{
+	uint8_t policy = rq->vdi.copy_policy;
+	int d, k;
+
+	if (!policy && base && (!rq->vdi.copies || rq->vdi.copies == base->nr_copies))
+		policy = base->copy_policy;
+	p->copies = rq->vdi.copies ? rq->vdi.copies : base ? base->nr_copies : group_copies();
+	if (policy) {
+		if (!ec_policy_to_dp(policy, &d, &k)) {
+			sd_err("vdi %s: copy_policy 0x%x names no erasure code", name, policy);
+			return SD_RES_INVALID_PARMS;
+		}
+		if (rq->vdi.copies && rq->vdi.copies != d + k) {
+			sd_err("vdi %s: %d:%d with %u copies", name, d, k, rq->vdi.copies);
+			return SD_RES_INVALID_PARMS;
+		}
+		p->copies = (uint8_t)(d + k);
+	}
+	if (base && policy != base->copy_policy) {
+		sd_err("vdi %s: its base %06" PRIx32 " has another redundancy scheme", name,
+		       base->vid);
+		return SD_RES_INVALID_PARMS;
+	}
+	p->copy_policy = policy;
+	return SD_RES_SUCCESS;
+}
 
 /*
  * NEW_VDI's decisions, under the table's lock: which VDI is the working
@@ -258,10 +338,13 @@ static int plan_new(const struct request *req, const char *name, struct new_plan
 		p->base_vid = base->vid;
 		p->base_copies = base->nr_copies;
 	}
-	p->copies = rq->vdi.copies ? rq->vdi.copies : base ? base->nr_copies : group_copies();
-	/* a VDI never claims more copies than there are nodes to hold them */
-	if (p->copies > req->nr_members) {
-		sd_err("vdi %s: %u copies asked, %d node(s)", name, p->copies, req->nr_members);
+	res = plan_scheme(rq, name, base, p);
+	if (res)
+		return res;
+	/* a VDI never claims more copies (or strips) than there are nodes to hold them */
+	if (p->copies > req->ord.nr_storing) {
+		sd_err("vdi %s: %u copies asked, %d node(s) store objects", name, p->copies,
+		       req->ord.nr_storing);
 		return SD_RES_TOO_FEW_NODES;
 	}
 	p->vid = vdi_table_free_vid(name);
@@ -337,15 +420,15 @@ int vdi_op_new(struct request *req)
 		return ret;
 
 	/* a remote copy changes the cache only: it needs no map */
-	inode = calloc(1, req->remote ? SD_INODE_HEADER_SIZE : sizeof(*inode));
+	inode = calloc(1, req->ord.remote ? SD_INODE_HEADER_SIZE : sizeof(*inode));
 	ns = calloc(1, sizeof(*ns));
 	if (!inode || !ns) {
 		ret = SD_RES_NO_MEM;
 		goto out_free;
 	}
-	if (p.base_vid && !req->remote) {
-		ret = gateway_obj_read(vid_to_vdi_oid(p.base_vid), inode, SD_INODE_SIZE, 0,
-				       p.base_copies);
+	if (p.base_vid && !req->ord.remote) {
+		ret = gateway_read(vid_to_vdi_oid(p.base_vid), inode, SD_INODE_SIZE, 0,
+				   COPIES(p.base_copies));
 		if (ret) {
 			ret = SD_RES_BASE_VDI_READ;
 			goto out_free;
@@ -355,13 +438,13 @@ int vdi_op_new(struct request *req)
 	snprintf(inode->name, sizeof(inode->name), "%s", name);
 	inode->create_time = now_ctime();
 	inode->vdi_size = rq->vdi.vdi_size;
-	inode->copy_policy = rq->vdi.copy_policy;
+	inode->copy_policy = p.copy_policy;
 	inode->nr_copies = p.copies;
 	inode->block_size_shift = shift;
 	inode->snap_id = p.snap_id;
 	inode->vdi_id = p.vid;
 	inode->parent_vdi_id = p.parent_vid;
-	if (!req->remote) {
+	if (!req->ord.remote) {
 		ret = write_new_inodes(&p, inode);
 		if (ret)
 			goto out_free;
@@ -377,6 +460,10 @@ int vdi_op_new(struct request *req)
 		if (p.working->locked) {
 			p.working->locked = false;
 			s->locked = true;
+			s->owner = p.working->owner;
+			/* its holder's gateway follows: the client releases the new vid */
+			if (!memcmp(&s->owner.node, group_self(), sizeof(s->owner.node)))
+				after_lock(req, lock_moved, p.working->vid, p.vid, &s->owner);
 		}
 	}
 	vdi_table_unlock();
@@ -466,8 +553,8 @@ static int mark_shared(struct remove_ctx *ctx, const struct vid_copies *d, size_
 	if (!map)
 		return SD_RES_NO_MEM;
 	for (size_t k = 0; k < nr && ret == SD_RES_SUCCESS; k++) {
-		if (gateway_obj_read(vid_to_vdi_oid(d[k].vid), map, 4 * MAX_DATA_OBJS,
-				     SD_INODE_HEADER_SIZE, d[k].copies)) {
+		if (gateway_read(vid_to_vdi_oid(d[k].vid), map, 4 * MAX_DATA_OBJS,
+				 SD_INODE_HEADER_SIZE, COPIES(d[k].copies))) {
 			ret = SD_RES_EIO;
 			break;
 		}
@@ -477,6 +564,68 @@ static int mark_shared(struct remove_ctx *ctx, const struct vid_copies *d, size_
 	}
 	free(map);
 	return ret;
+}
+
+/*
+ * The deleted ancestors of a VDI that was just deleted (from parent up)
+ * kept the objects their live descendants read: what no live VDI reads
+ * any more goes now, this node's replicas of it, and their records keep
+ * only what is still read (deleted.c), so that the space comes back when
+ * the last VDI that shared an object is deleted, and no recovery brings
+ * the object back. Every node does it, in the delete's place of the order,
+ * on the maps it reads through the gateway. An ancestor whose descendants'
+ * maps cannot be read keeps everything. How many objects went.
+ */
+static uint64_t free_ancestors(uint32_t parent)
+{
+	uint8_t *kept = malloc(MAX_DATA_OBJS / 8), *read = malloc(MAX_DATA_OBJS / 8);
+	uint64_t nr_freed = 0;
+
+	for (uint32_t vid = parent; vid && kept && read;) {
+		struct remove_ctx ctx = { .vid = vid, .shared = read };
+		struct vid_copies *d = NULL;
+		struct vdi_state *a;
+		bool deleted;
+		size_t nr_d = 0;
+		int ret = SD_RES_SUCCESS;
+
+		vdi_table_rdlock();
+		a = vdi_table_lookup(vid);
+		deleted = a && a->deleted;
+		vid = a ? a->parent : 0;
+		if (deleted)
+			ret = list_descendants(ctx.vid, &d, &nr_d);
+		vdi_table_unlock();
+		if (!deleted || ret || !deleted_kept(ctx.vid, kept)) {
+			free(d);
+			continue;
+		}
+		memset(read, 0, MAX_DATA_OBJS / 8);
+		ret = mark_shared(&ctx, d, nr_d);
+		free(d);
+		if (ret) {
+			sd_warn("vid %06" PRIx32 ": the maps of its descendants cannot be read; "
+				"its kept objects stay",
+				ctx.vid);
+			continue;
+		}
+		/* recorded before the removals, as a delete's: a fetch racing with them sees it */
+		ret = deleted_add(ctx.vid, read);
+		if (ret) {
+			sd_err("cannot record what vid %06" PRIx32 " keeps: %s", ctx.vid,
+			       strerror(-ret));
+			continue;
+		}
+		for (uint32_t i = 0; i < MAX_DATA_OBJS; i++) {
+			if (!sd_vid_test(kept, i) || sd_vid_test(read, i))
+				continue;
+			if (sd_store->remove(vid_to_data_oid(ctx.vid, i)) == SD_RES_SUCCESS)
+				nr_freed++;
+		}
+	}
+	free(kept);
+	free(read);
+	return nr_freed;
 }
 
 /*
@@ -525,6 +674,7 @@ int vdi_op_del(struct request *req)
 	struct vid_copies *d = NULL;
 	size_t nr_d = 0;
 	uint8_t copies = 0;
+	uint32_t parent;
 	int ret;
 
 	ret = parse_names(req, &name, &tag);
@@ -534,6 +684,7 @@ int vdi_op_del(struct request *req)
 	if (!s)
 		return ret;
 	ctx.vid = s->vid; /* fixed for the life of the state */
+	parent = s->parent;
 	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
 	h = malloc(SD_INODE_HEADER_SIZE);
 	if (!ctx.shared || !h) {
@@ -547,7 +698,7 @@ int vdi_op_del(struct request *req)
 	 * The name goes first: a crash in between leaves garbage, never a half
 	 * VDI. Every node then removes its own replicas of the unshared objects.
 	 */
-	if (!req->remote) {
+	if (!req->ord.remote) {
 		ret = read_header(ctx.vid, h, copies);
 		if (ret)
 			goto out_free;
@@ -566,6 +717,7 @@ int vdi_op_del(struct request *req)
 		sd_err("cannot record the deletion of vid %06" PRIx32 ": %s", ctx.vid,
 		       strerror(-ret));
 	sd_store->for_each(remove_unshared, &ctx);
+	ctx.nr_removed += free_ancestors(parent);
 	sd_info("deleted vdi %s vid %06" PRIx32 ", %" PRIu64 " objects removed", name, ctx.vid,
 		ctx.nr_removed);
 	ret = SD_RES_SUCCESS;
@@ -574,6 +726,32 @@ out_free:
 	free(d);
 	free(h);
 	return ret;
+}
+
+static bool same_owner(const struct sd_lock_owner *a, const struct sd_lock_owner *b)
+{
+	return !memcmp(&a->node, &b->node, sizeof(a->node)) && !memcmp(a->addr, b->addr, 16) &&
+	       a->conn == b->conn;
+}
+
+
+struct release_ctx {
+	const struct sd_lock_owner *owner;
+	bool whole_node;
+	int nr;
+};
+
+static int release_one(struct vdi_state *s, void *arg)
+{
+	struct release_ctx *ctx = arg;
+
+	if (!s->locked || memcmp(&s->owner.node, &ctx->owner->node, sizeof(s->owner.node)))
+		return 0;
+	if (!ctx->whole_node && !same_owner(&s->owner, ctx->owner))
+		return 0;
+	s->locked = false;
+	ctx->nr++;
+	return 0;
 }
 
 static int resolve(struct request *req, bool lock)
@@ -589,11 +767,15 @@ static int resolve(struct request *req, bool lock)
 	s = vdi_table_find(name, req->rq.vdi.snapid, tag, &res);
 	if (!s) {
 		ret = res;
-	} else if (lock && s->locked && req->rq.vdi.type != SD_LOCK_TYPE_SHARED) {
+	} else if (lock && s->locked && req->rq.vdi.type != SD_LOCK_TYPE_SHARED &&
+		   !same_owner(&s->owner, &req->ord.owner)) {
 		ret = SD_RES_VDI_LOCKED;
 	} else {
-		if (lock)
+		/* its holder's again (a VM reopened through the same gateway), or new */
+		if (lock && !s->locked) {
 			s->locked = true;
+			s->owner = req->ord.owner;
+		}
 		req->rp.vdi.vdi_id = s->vid;
 		ret = SD_RES_SUCCESS;
 	}
@@ -632,6 +814,8 @@ int vdi_op_release(struct request *req)
 		ret = SD_RES_NO_VDI;
 	else if (!s->locked)
 		ret = SD_RES_VDI_NOT_LOCKED;
+	else if (!same_owner(&s->owner, &req->ord.owner))
+		ret = SD_RES_LOCK_NOT_OWNER; /* only its holder, or an operator (UNLOCK_VDI) */
 	else {
 		s->locked = false;
 		ret = SD_RES_SUCCESS;
@@ -640,12 +824,81 @@ int vdi_op_release(struct request *req)
 	return ret;
 }
 
+static bool is_member(const struct sd_node_id *nid, const struct sd_node *members, int nr)
+{
+	for (int i = 0; i < nr; i++)
+		if (!memcmp(&members[i].nid, nid, sizeof(*nid)))
+			return true;
+	return false;
+}
+
+/*
+ * UNLOCK_VDI: an operator takes a VDI's lock away. Refused while the
+ * holder's gateway is a member (its client is connected: a connection that
+ * closes releases its locks), unless forced; forced, the holder's gateway
+ * also disconnects it (vdi_set_lock_hooks), so that a second writer never
+ * writes beside the first. The members are those of the op's place in the
+ * order (ordered.c), so that every node answers alike.
+ */
+int vdi_op_unlock(struct request *req)
+{
+	bool force = req->rq.vdi.type == SD_UNLOCK_FORCE, held_here = false;
+	struct sd_lock_owner owner;
+	struct vdi_state *s;
+	uint32_t vid = req->rq.vdi.base_vdi_id;
+	int ret;
+
+	vdi_table_wrlock();
+	s = vdi_table_lookup(req->rq.vdi.base_vdi_id);
+	if (!s || s->deleted) {
+		ret = SD_RES_NO_VDI;
+	} else if (!s->locked) {
+		ret = SD_RES_VDI_NOT_LOCKED;
+	} else if (!force && (!req->ord.members ||
+			      is_member(&s->owner.node, req->ord.members, req->ord.nr_members))) {
+		ret = SD_RES_VDI_LOCKED;
+		req->rp.vdi.vdi_id = s->vid;
+	} else {
+		owner = s->owner;
+		held_here = !memcmp(&owner.node, group_self(), sizeof(owner.node));
+		s->locked = false;
+		ret = SD_RES_SUCCESS;
+	}
+	vdi_table_unlock();
+	/* the lock's holder is gone from the owner's: it must stop writing */
+	if (held_here)
+		after_lock(req, lock_broken, vid, 0, &owner);
+	if (ret == SD_RES_VDI_LOCKED)
+		sd_info("vid %06" PRIx32 ": unlock refused, its holder is connected", vid);
+	return ret;
+}
+
+int vdi_release_owner(const struct sd_lock_owner *owner, bool whole_node)
+{
+	struct release_ctx ctx = { owner, whole_node, 0 };
+
+	vdi_table_wrlock();
+	vdi_table_for_each(release_one, &ctx);
+	vdi_table_unlock();
+	if (ctx.nr)
+		sd_info("released %d lock(s) of %s", ctx.nr,
+			whole_node ? "a node that left" : "a client that left");
+	return ctx.nr;
+}
+
+void vdi_set_lock_hooks(void (*broken)(uint32_t vid, const struct sd_lock_owner *owner),
+			void (*moved)(uint32_t from, uint32_t to))
+{
+	lock_broken_fn = broken;
+	lock_moved_fn = moved;
+}
+
 /* READ_VDIS: the in-use bitmap; another node's question is answered there */
 int vdi_op_read_vdis(struct request *req)
 {
 	uint32_t len = min_t(uint32_t, req->rq.data_length, SD_VDI_BITMAP_SIZE);
 
-	if (req->remote)
+	if (req->ord.remote)
 		return SD_RES_SUCCESS;
 
 	vdi_table_rdlock();
@@ -656,7 +909,7 @@ int vdi_op_read_vdis(struct request *req)
 }
 
 struct locked_vids {
-	uint32_t *vids;
+	struct sd_vdi_lock *locks;
 	uint32_t nr, max;
 };
 
@@ -668,19 +921,19 @@ static int add_locked(struct vdi_state *s, void *arg)
 		return 0;
 	if (l->nr == l->max)
 		return SD_RES_BUFFER_SMALL;
-	l->vids[l->nr++] = s->vid;
+	l->locks[l->nr++] = (struct sd_vdi_lock){ .vid = s->vid, .owner = s->owner };
 	return 0;
 }
 
-/* GET_VDI_LOCKS: the vids of the locked VDIs; BUFFER_SMALL if they do not fit */
+/* GET_VDI_LOCKS: the locked VDIs and their holders; BUFFER_SMALL if they do not fit */
 int vdi_op_get_locks(struct request *req)
 {
-	struct locked_vids l = { req->data, 0, req->rq.data_length / sizeof(uint32_t) };
+	struct locked_vids l = { req->data, 0, req->rq.data_length / sizeof(struct sd_vdi_lock) };
 	int ret;
 
 	vdi_table_rdlock();
 	ret = vdi_table_for_each(add_locked, &l);
 	vdi_table_unlock();
-	req->rp.data_length = l.nr * sizeof(uint32_t);
+	req->rp.data_length = l.nr * sizeof(struct sd_vdi_lock);
 	return ret;
 }

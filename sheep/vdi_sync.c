@@ -14,8 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "gateway.h"
+#include "group.h"
+#include "peer_io.h"
+#include "vdi_sync.h"
 #include "vdi_table.h"
 
 /* locked VDIs a joining node can learn: one per running VM */
@@ -26,37 +31,39 @@ static int sync_locks_from(const struct sd_node_id *nid)
 {
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 			     .opcode = SD_OP_GET_VDI_LOCKS,
-			     .data_length = VDI_MAX_LOCKS * sizeof(uint32_t) };
-	uint32_t *vids = malloc(rq.data_length);
+			     .data_length = VDI_MAX_LOCKS * sizeof(struct sd_vdi_lock) };
+	struct sd_vdi_lock *locks = malloc(rq.data_length);
 	struct sd_rsp rsp;
 	int ret = SD_RES_NO_MEM, nr_locked = 0;
 
-	if (vids)
-		ret = peer_request(nid, &rq, NULL, vids, &rsp) ? SD_RES_EIO : (int)rsp.result;
+	if (locks)
+		ret = peer_request(nid, &rq, NULL, locks, &rsp) ? SD_RES_EIO : (int)rsp.result;
 	if (ret == SD_RES_SUCCESS) {
 		vdi_table_wrlock();
-		for (uint32_t i = 0; i < rsp.data_length / sizeof(uint32_t); i++) {
-			struct vdi_state *s = vdi_table_lookup(vids[i]);
+		for (uint32_t i = 0; i < rsp.data_length / sizeof(*locks); i++) {
+			struct vdi_state *s = vdi_table_lookup(locks[i].vid);
 
 			if (s && !s->deleted) {
 				s->locked = true;
+				s->owner = locks[i].owner;
 				nr_locked++;
 			} else {
 				sd_warn("vid %06" PRIx32 " locked in the cluster, unknown here",
-					vids[i]);
+					locks[i].vid);
 			}
 		}
 		vdi_table_unlock();
 		sd_info("learned %d locked vdi(s) from the cluster", nr_locked);
 	}
-	free(vids);
+	free(locks);
 	return ret;
 }
 
 /* the header of vid, read from the replicas, into the table: SD_RES_* */
 static int learn_vdi(uint32_t vid, struct sd_inode_header *h)
 {
-	int ret = gateway_obj_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, group_copies());
+	struct vdi_attr cluster = { .nr_copies = group_copies() };
+	int ret = gateway_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, &cluster);
 	struct vdi_state *s;
 
 	vdi_table_wrlock();

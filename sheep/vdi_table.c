@@ -19,9 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
 #include "lock.h"
+#include "ec.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "group.h"
 #include "vdi_table.h"
 
 #define VDI_HASH_SIZE 4096
@@ -144,6 +148,23 @@ static uint8_t sane_shift(uint32_t vid, uint8_t shift)
 	return SD_DEFAULT_BLOCK_SIZE_SHIFT;
 }
 
+/*
+ * The scheme of a VDI as the table keeps it: a copy_policy that names no
+ * valid D:P, or whose D + P is not the inode's copies, is replicated.
+ */
+static uint8_t sane_policy(uint32_t vid, const struct sd_inode_header *h, uint8_t copies)
+{
+	int d, p;
+
+	if (!h->copy_policy)
+		return 0;
+	if (ec_policy_to_dp(h->copy_policy, &d, &p) && d + p == copies)
+		return (uint8_t)h->copy_policy;
+	sd_warn("vid %06" PRIx32 ": inode says copy_policy 0x%x with %u copies; replicated",
+		vid, h->copy_policy, copies);
+	return 0;
+}
+
 void vdi_table_fill(struct vdi_state *s, const struct sd_inode_header *h)
 {
 	memcpy(s->name, h->name, sizeof(s->name));
@@ -154,6 +175,7 @@ void vdi_table_fill(struct vdi_state *s, const struct sd_inode_header *h)
 	s->parent = h->parent_vdi_id;
 	s->nr_copies = sane_copies(s->vid, h->nr_copies);
 	s->shift = sane_shift(s->vid, h->block_size_shift);
+	s->copy_policy = sane_policy(s->vid, h, s->nr_copies);
 	s->snapshot = h->snap_ctime != 0;
 	s->deleted = h->name[0] == '\0';
 	s->size = h->vdi_size;
@@ -161,10 +183,12 @@ void vdi_table_fill(struct vdi_state *s, const struct sd_inode_header *h)
 
 void vdi_table_refill(struct vdi_state *s, const struct sd_inode_header *h)
 {
+	struct sd_lock_owner owner = s->owner;
 	bool locked = s->locked;
 
 	vdi_table_fill(s, h);
 	s->locked = locked;
+	s->owner = owner;
 }
 
 struct vdi_state *vdi_table_find(const char *name, uint32_t snapid, const char *tag, int *res)
@@ -225,12 +249,35 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
 	if (s && !s->deleted) {
 		attr->shift = s->shift;
 		attr->nr_copies = s->nr_copies;
+		attr->copy_policy = s->copy_policy;
 		attr->snapshot = s->snapshot;
 		attr->size = s->size;
 		ret = SD_RES_SUCCESS;
 	}
 	sd_rw_unlock(&vdi_lock);
 	return ret;
+}
+
+int vdi_find_vid(const char *name, uint32_t snapid, const char *tag, uint32_t *vid)
+{
+	struct vdi_state *s;
+	int ret;
+
+	sd_rw_rdlock(&vdi_lock);
+	s = vdi_table_find(name, snapid, tag, &ret);
+	if (s) {
+		*vid = s->vid;
+		ret = SD_RES_SUCCESS;
+	}
+	sd_rw_unlock(&vdi_lock);
+	return ret;
+}
+
+void vdi_copy_bitmap(void *buf, uint32_t len)
+{
+	sd_rw_rdlock(&vdi_lock);
+	vdi_table_copy_bitmap(buf, len);
+	sd_rw_unlock(&vdi_lock);
 }
 
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
@@ -260,6 +307,19 @@ int vdi_copies(uint32_t vid)
 		copies = s->nr_copies;
 	sd_rw_unlock(&vdi_lock);
 	return copies;
+}
+
+uint8_t vdi_copy_policy(uint32_t vid)
+{
+	struct vdi_state *s;
+	uint8_t policy = 0;
+
+	sd_rw_rdlock(&vdi_lock);
+	s = vdi_table_lookup(vid);
+	if (s)
+		policy = s->copy_policy;
+	sd_rw_unlock(&vdi_lock);
+	return policy;
 }
 
 void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h)

@@ -2,8 +2,8 @@
  * The VDI table (vdi_table.c) as the namespace ops (vdi.c) and the join
  * sync (vdi_sync.c) use it: the state of each VDI, read and changed under
  * the table's lock, which the caller takes. The object path reads the
- * table through the functions of sheep_priv.h, which take the lock
- * themselves.
+ * table through the functions at the end of this file, which take the
+ * lock themselves.
  *
  * A state, once in the table, stays at the same address until
  * vdi_table_clear (tests and fuzzers only): a deleted VDI keeps its state,
@@ -25,9 +25,11 @@ struct vdi_state {
 	uint32_t parent;
 	uint8_t nr_copies; /* 1..SD_MAX_COPIES */
 	uint8_t shift;	   /* SD_MIN..SD_MAX_BLOCK_SIZE_SHIFT */
+	uint8_t copy_policy; /* 0: replicated; else erasure-coded (ec.h), nr_copies D + P */
 	bool snapshot;
 	bool deleted;
 	bool locked; /* not in the inode: learned from LOCK_VDI and at join */
+	struct sd_lock_owner owner; /* who holds it, when locked */
 	uint64_t size;
 	char name[SD_MAX_VDI_LEN];
 	char tag[SD_MAX_VDI_TAG_LEN];
@@ -75,5 +77,37 @@ void vdi_table_fill(struct vdi_state *s, const struct sd_inode_header *h);
 void vdi_table_refill(struct vdi_state *s, const struct sd_inode_header *h);
 /* vid is in use (a deleted VDI's too, or an unreadable inode's) */
 void vdi_table_set_bit(uint32_t vid);
+
+/*
+ * The object path's reads of the table: each takes the lock itself (any
+ * thread).
+ */
+/* what an object op needs to know about a live VDI, read at once */
+struct vdi_attr {
+	uint8_t shift;	   /* log2 of its object size */
+	uint8_t nr_copies; /* 0: unknown */
+	uint8_t copy_policy; /* 0: replicated; else D:P (ec.h) */
+	bool snapshot;	   /* its data is frozen */
+	uint64_t size;	   /* vdi_size */
+};
+/* SD_RES_SUCCESS, or SD_RES_NO_VDI when vid is unknown or deleted */
+int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
+/* what an object op needs to know about a vid; SD_RES_NO_VDI if unknown */
+int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
+/* the VDI's copies, 0 if unknown */
+int vdi_copies(uint32_t vid);
+/* the VDI's copy_policy: 0 when replicated or unknown, else its D:P (ec.h) */
+uint8_t vdi_copy_policy(uint32_t vid);
+/*
+ * The live VDI called name (with snapid: that snapshot; with a tag, the
+ * snapshot carrying it; otherwise the working VDI): SD_RES_SUCCESS and
+ * *vid, SD_RES_NO_VDI or SD_RES_NO_TAG
+ */
+int vdi_find_vid(const char *name, uint32_t snapid, const char *tag, uint32_t *vid);
+/* the first len bytes (at most SD_VDI_BITMAP_SIZE) of the in-use bitmap */
+void vdi_copy_bitmap(void *buf, uint32_t len);
+/* recovery stored the inode of vid here: know the VDI (it may be new here) */
+struct sd_inode_header;
+void vdi_inode_recovered(uint32_t vid, const struct sd_inode_header *h);
 
 #endif

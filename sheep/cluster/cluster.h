@@ -3,11 +3,12 @@
  * messages come from. A driver is a const ops struct registered by
  * cdrv_register_driver(); selected with `sheep -c NAME[:OPTION]`.
  *
- * Events. A driver delivers three kinds of events to the daemon: a member
- * joined (sd_join_handler), a member left (sd_leave_handler) and a
- * broadcast message (sd_notify_handler). The contract, for every driver:
+ * Events. A driver delivers three kinds of events to the daemon through
+ * the callbacks it was given at init (struct cdrv_events): a member joined
+ * (joined), a member left (left) and a broadcast message (notified). The
+ * contract, for every driver:
  *
- * - Thread. Handlers are called on the main thread only: from inside
+ * - Thread. Events are reported on the main thread only: from inside
  *   join(), or from a handler the driver registered in the main event loop
  *   (ev_add). Never from a worker thread, never from a signal handler.
  * - One total order. All members deliver the events they see in the same
@@ -18,19 +19,19 @@
  *   same on every member for the same event, in join order (the oldest
  *   member first). A rejoining node is appended at the end. The arrays are
  *   owned by the driver and valid only during the call.
- * - Own join. join(myself) delivers sd_join_handler(myself, members, nr)
+ * - Own join. join(myself) delivers joined(myself, members, nr)
  *   on this member before it returns 0: that is the first event this
  *   member sees, and `members` is then the complete list (myself last).
  *   Nothing that happened before is replayed. join() may deliver later
  *   events too before it returns.
- * - Leave. sd_leave_handler(left, members, nr) is delivered once on every
+ * - Leave. left(left, members, nr) is delivered once on every
  *   remaining member when a member leaves gracefully (leave()), dies, or
  *   is declared dead by the driver's liveness check; `members` no longer
  *   holds it. Messages that `left` broadcast before it was seen leaving
  *   are delivered before its leave event, on every member, or on none.
  * - Evicted. If the other members declare this member dead (it stopped
  *   answering for longer than the heartbeat timeout while it still runs),
- *   the driver calls sd_leave_handler(myself, members, nr) with the list
+ *   the driver calls left(myself, members, nr) with the list
  *   that the others now have, once, and then delivers nothing more: the
  *   daemon must stop serving, and leave() then init() and join() again
  *   (from the main loop, not from the handler) to come back as a new
@@ -46,10 +47,10 @@
  *   process was stopped): it delivers at once what is pending, so that
  *   the daemon learns of its own eviction before it serves a request.
  * - Messages. notify() returns before delivery; the sender itself gets
- *   its message through sd_notify_handler like everyone else, in the
+ *   its message through notified like everyone else, in the
  *   total order. `sender` is a member of the current list.
  * - Quorum. A driver that knows about partitions (is_quorate) calls
- *   sd_quorum_lost_handler() when the partition of this member loses
+ *   quorum_lost() when the partition of this member loses
  *   quorum, and its is_quorate(), called from a join or leave handler,
  *   answers for the membership after that event even if the driver has
  *   not delivered the quorum change yet. Policy: a member without quorum
@@ -58,17 +59,18 @@
  *   stops with a failure status; once the network is back an operator
  *   restarts it and it joins like any node. A member that starts in a
  *   partition without quorum stops the same way.
- * - Handlers may call notify(). They must not call join() or leave().
+ * - The callbacks may call notify(). They must not call join() or leave().
  *
  * Callbacks:
- * - init(option): prepare, no member visible yet. `option` is the text
+ * - init(option, events): prepare, no member visible yet; events (kept by
+ *   the driver until the next init) is where it reports. `option` is the text
  *   after ':' in `-c NAME:OPTION`; NULL means the option that was given
  *   to cdrv_find() with the name (cdrv_selected_option()), or the default.
  *   0 or -errno.
  * - join(myself): become a member, see "Own join". Blocks for a bounded
  *   time (the driver's join timeout). 0 or -errno (-ETIMEDOUT, ...).
- * - leave(): stop being a member; the others see sd_leave_handler(). No
- *   handler is called on this member after leave() begins. 0 or -errno.
+ * - leave(): stop being a member; the others see left(). No
+ *   event is reported on this member after leave() begins. 0 or -errno.
  * - notify(msg, len): broadcast, len at most CDRV_MAX_MSG_LEN. 0, -EMSGSIZE,
  *   -ENOTCONN (not a member) or another -errno.
  * - catch_up(): optional. Deliver now the events that are pending (see
@@ -87,6 +89,16 @@
  *   the heartbeat timeout (stopped, or its daemon hung) is declared dead
  *   by the oldest member that still speaks. is_quorate() asks votequorum; join()
  *   first waits up to 10 s for this partition to be quorate.
+ * - zookeeper[:HOST:PORT[,HOST:PORT...][/PATH][,timeout=S]]: a ZooKeeper
+ *   ensemble (default 127.0.0.1:2181, znode /sheepdog; zookeeper.c has the
+ *   design). The session timeout is S, or the heartbeat timeout. A killed
+ *   or stopped member leaves when the ensemble expires its session (a
+ *   killed one too: the ensemble keeps a session for its client to come
+ *   back); one whose main thread hangs for the heartbeat timeout removes
+ *   itself. No is_quorate(): a member reads only what a quorum committed,
+ *   so it cannot diverge; cut off from the quorum it delivers nothing, its
+ *   notify()s wait, and after nearly the session timeout it evicts itself.
+ *   Messages above ZK_MAX_MSG_LEN (1 MiB - 8 KiB) get -EMSGSIZE.
  */
 #ifndef CLUSTER_H
 #define CLUSTER_H
@@ -98,9 +110,17 @@
 /* cluster messages are small: bigger ones are refused with -EMSGSIZE */
 #define CDRV_MAX_MSG_LEN (1024 * 1024)
 
+/* what a driver reports, on the main thread (see "Events" above) */
+struct cdrv_events {
+	void (*joined)(const struct sd_node *joined, const struct sd_node *members, int nr);
+	void (*left)(const struct sd_node *left, const struct sd_node *members, int nr);
+	void (*notified)(const struct sd_node *sender, const void *msg, size_t len);
+	void (*quorum_lost)(void);
+};
+
 struct cluster_driver {
 	const char *name;
-	int (*init)(const char *option);
+	int (*init)(const char *option, const struct cdrv_events *events);
 	int (*join)(const struct sd_node *myself);
 	int (*leave)(void);
 	int (*notify)(const void *msg, size_t len);
@@ -168,11 +188,5 @@ static inline void cdrv_catch_up(uint64_t now)
 }
 /* "local, corosync": the names of the registered drivers */
 void cdrv_names(char *buf, size_t len);
-
-/* called by drivers on the main thread, see the contract above */
-void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr);
-void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr);
-void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len);
-void sd_quorum_lost_handler(void);
 
 #endif

@@ -47,7 +47,7 @@
  * Quorum: CPG itself does not enforce quorum, so a member cut off from the
  * majority keeps a working group of its own. libquorum (votequorum) does
  * the counting: its fd is in the main loop, and a notification that this
- * partition lost quorum calls sd_quorum_lost_handler() (the daemon stops:
+ * partition lost quorum calls events->quorum_lost() (the daemon stops:
  * see cluster.h). After a ring change corosync synchronises its services
  * in the order of their ids, CPG before votequorum, and the two talk to
  * this process on two connections: the confchg that reports a node down
@@ -91,6 +91,9 @@ enum cs_type {
 };
 
 #define CS_FOUNDER 1 /* JOIN: the sender knows the list (it is empty) */
+
+/* where this driver reports (init) */
+static const struct cdrv_events *events;
 
 struct cs_id {
 	uint32_t nodeid;
@@ -294,7 +297,7 @@ static void become_member(void)
 		members[i].heard_ns = sd_now_ns();
 	sd_info("joined group %s as %u/%u, %d members", group.value, self_id.nodeid, self_id.pid,
 		nr_members);
-	sd_join_handler(&self_node, member_nodes(), nr_members);
+	events->joined(&self_node, member_nodes(), nr_members);
 	master_duty();
 }
 
@@ -325,12 +328,12 @@ static void remove_member(struct cs_id id, const char *why)
 		sd_err("the other members declared this member dead");
 		state = CS_EVICTED;
 		is_complete = false;
-		sd_leave_handler(&self_node, member_nodes(), nr_members);
+		events->left(&self_node, member_nodes(), nr_members);
 		return;
 	}
 	sd_info("member %u/%u left (%s), %d members", id.nodeid, id.pid, why, nr_members);
 	if (state == CS_MEMBER)
-		sd_leave_handler(&node, member_nodes(), nr_members);
+		events->left(&node, member_nodes(), nr_members);
 }
 
 static void on_join(struct cs_id from, const struct cs_msg *hdr)
@@ -354,7 +357,7 @@ static void on_join(struct cs_id from, const struct cs_msg *hdr)
 		if (same_id(from, self_id))
 			become_member();
 		else if (state == CS_MEMBER)
-			sd_join_handler(&hdr->node, member_nodes(), nr_members);
+			events->joined(&hdr->node, member_nodes(), nr_members);
 	} else if (nr_pending < SD_MAX_NODES) {
 		pending[nr_pending].id = from;
 		pending[nr_pending].node = hdr->node;
@@ -403,7 +406,7 @@ static void on_accept(const struct cs_msg *hdr, const void *payload)
 		remove_at(pending, &nr_pending, i);
 		add_member(hdr->target, &hdr->node);
 		if (state == CS_MEMBER)
-			sd_join_handler(&hdr->node, member_nodes(), nr_members);
+			events->joined(&hdr->node, member_nodes(), nr_members);
 	} else if (i >= 0) {
 		pending[i].is_sent = false; /* void: lists changed in flight */
 	}
@@ -454,7 +457,7 @@ static void corosync_deliver(cpg_handle_t handle, const struct cpg_name *name, u
 		break;
 	case CS_NOTIFY:
 		if (state == CS_MEMBER && i >= 0)
-			sd_notify_handler(&members[i].node, payload, hdr.len);
+			events->notified(&members[i].node, payload, hdr.len);
 		break;
 	}
 }
@@ -608,7 +611,7 @@ static void corosync_quorum_notify(quorum_handle_t handle, uint32_t is_quorate, 
 	nr_quorum_view = nr_view < COROSYNC_MAX_VIEW ? nr_view : COROSYNC_MAX_VIEW;
 	memcpy(quorum_view, view, nr_quorum_view * sizeof(*view));
 	if (set_quorate(is_quorate != 0) && state == CS_MEMBER)
-		sd_quorum_lost_handler();
+		events->quorum_lost();
 }
 
 /* votequorum's answer now: the notification may still be on its way */
@@ -671,8 +674,9 @@ static void init_quorum(void)
 	quorum_dispatch(quorum_handle, CS_DISPATCH_ALL);
 }
 
-static int corosync_init(const char *option)
+static int corosync_init(const char *option, const struct cdrv_events *ev)
 {
+	events = ev;
 	uint64_t deadline = sd_now_ns() + (uint64_t)COROSYNC_INIT_WAIT_MS * 1000000;
 	unsigned int nodeid, nr_tries = 0;
 	cs_error_t err;

@@ -67,6 +67,9 @@ enum local_type {
 	LOCAL_NOTIFY,
 };
 
+/* where this driver reports (init) */
+static const struct cdrv_events *events;
+
 /* one record of DIR/log, followed by len bytes of payload */
 struct local_rec {
 	uint32_t magic;
@@ -341,7 +344,7 @@ static void deliver(void)
 		view_nodes(&delivered, nodes);
 		switch (rec.type) {
 		case LOCAL_JOIN:
-			sd_join_handler(&rec.node, nodes, delivered.nr);
+			events->joined(&rec.node, nodes, delivered.nr);
 			break;
 		case LOCAL_LEAVE:
 			if (i < 0)
@@ -350,11 +353,11 @@ static void deliver(void)
 				sd_err("the others recorded this member as dead");
 				joined = false;
 			}
-			sd_leave_handler(&node, nodes, delivered.nr);
+			events->left(&node, nodes, delivered.nr);
 			break;
 		case LOCAL_NOTIFY:
 			if (i >= 0)
-				sd_notify_handler(&node, deliver_buf, rec.len);
+				events->notified(&node, deliver_buf, rec.len);
 			break;
 		}
 	}
@@ -402,8 +405,9 @@ static void local_catch_up(void)
 	deliver();
 }
 
-static int local_init(const char *option)
+static int local_init(const char *option, const struct cdrv_events *ev)
 {
+	events = ev;
 	struct itimerspec its = {
 		.it_interval = { 0, LOCAL_TICK_MS * 1000000L },
 		.it_value = { 0, LOCAL_TICK_MS * 1000000L },
@@ -535,7 +539,7 @@ static int local_join(const struct sd_node *myself)
 	joined = true;
 	sd_info("joined as member %016" PRIx64 ", %d members", self_id, delivered.nr);
 	view_nodes(&delivered, nodes);
-	sd_join_handler(myself, nodes, delivered.nr);
+	events->joined(myself, nodes, delivered.nr);
 	return 0;
 }
 

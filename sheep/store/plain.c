@@ -1,10 +1,13 @@
 /*
- * The plain store: one file per object under DIR/obj, named by the oid in
- * 16 hex digits. New objects are written to a temporary file and renamed
+ * The plain store: one file per object under DIR/obj (under PATH/obj of
+ * each disk with sheep --disk: md.h finds an object's disk), named by the
+ * oid in 16 hex digits. New objects are written to a temporary file and renamed
  * into place, so an object appears whole or not at all; the rename never
  * replaces an object that another create published meanwhile (the replica
- * layer orders creates of one object; this is the last line). DIR/obj/.stale
- * keeps the objects that a rejoining node set aside (store.h, stale_all).
+ * layer orders creates of one object; this is the last line). obj/.stale
+ * keeps the objects that a rejoining node set aside (store.h, stale_all;
+ * plain_dir.c: the walks of the directories, the stale copies, the moves
+ * between disks).
  * The descriptors of durable direct writes and of reads stay open in a
  * small cache (below, fd_get); whatever unlinks or renames an object's file
  * here drops its descriptors, so that no I/O goes through a stale one.
@@ -27,25 +30,8 @@
 #include "internal_proto.h"
 #include "logger.h"
 #include "store.h"
-
-static char obj_dir[4096];
-static int obj_dir_fd = -1;
-
-/* an object's file name: its oid in 16 hex digits (no printf on the I/O path) */
-struct obj_name {
-	char s[17];
-};
-
-static struct obj_name obj_name(uint64_t oid)
-{
-	static const char hex[] = "0123456789abcdef";
-	struct obj_name n;
-
-	for (int i = 15; i >= 0; i--, oid >>= 4)
-		n.s[i] = hex[oid & 0xf];
-	n.s[16] = '\0';
-	return n;
-}
+#include "md.h"
+#include "plain.h"
 
 /*
  * The dirty set: objects written without sync since they were last made
@@ -158,290 +144,85 @@ static uint64_t *dirty_take(uint32_t vid, size_t *nr, bool *dir)
 	return out;
 }
 
-/*
- * The descriptor cache of durable direct writes and of reads: a 4 KiB
- * write or read spent two syscalls and a path lookup on openat and close
- * around its pwrite or pread. A slot is one oid and one kind (FD_WRITE:
- * O_DIRECT|O_DSYNC, FD_READ: buffered, read-only). Set associative (a set
- * per hash of the oid, both kinds in it, LRU within it), under one lock,
- * bounded (FD_SETS x fd_ways descriptors, fewer under a low descriptor
- * limit). A user holds a reference; a slot dropped while in use is dead
- * (never found again) and closed by its last user.
- *
- * Never a stale descriptor: plain_remove, stale_all, a create's publish
- * and init drop the oid's descriptor after they change the directory, and
- * bump fd_gen, so that a descriptor opened before the change by a user
- * that missed is used once and not cached. A write (read) through a
- * descriptor taken before a concurrent remove lands on (reads) the removed
- * file, as one that opened the file just before the remove would. A file
- * unlinked behind the daemon's back (an operator) is found by its link
- * count on each hit: the user then opens the name again, and misses as it
- * should.
- */
-#define FD_SETS 32
-#define FD_MAX_WAYS 8
-
-enum fd_kind { FD_WRITE, FD_READ };
-
-struct fd_slot {
-	uint64_t oid;
-	uint64_t used; /* fd_clock at the last use: LRU within the set */
-	int fd;	       /* -1: free */
-	int refs;
-	enum fd_kind kind;
-	bool dead;
-};
-
-static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fd_slot fd_cache[FD_SETS][FD_MAX_WAYS] = {
-	[0 ... FD_SETS - 1] = { [0 ... FD_MAX_WAYS - 1] = { .fd = -1 } }
-};
-static int fd_ways; /* set by plain_init from the descriptor limit */
-static uint64_t fd_gen, fd_clock;
-
-static struct fd_slot *fd_cache_set(uint64_t oid)
+/* the leftovers of creations and moves that a crash interrupted */
+static int clean_tmp(int dfd, void *arg)
 {
-	return fd_cache[(oid * UINT64_C(0x9e3779b97f4a7c15)) >> 59 & (FD_SETS - 1)];
-}
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *de;
 
-/* fd_lock held: drop a slot; its descriptor, to close after the unlock, or -1 */
-static int fd_drop(struct fd_slot *sl)
-{
-	int fd = sl->fd;
-
-	if (fd < 0 || sl->dead)
-		return -1;
-	if (sl->refs) {
-		sl->dead = true; /* its last user closes it */
-		return -1;
-	}
-	sl->fd = -1;
-	return fd;
-}
-
-/* forget oid's descriptors (every one when all): call after the directory changed */
-static void fd_forget(uint64_t oid, bool all)
-{
-	int close_fds[FD_SETS * FD_MAX_WAYS], n = 0;
-
-	pthread_mutex_lock(&fd_lock);
-	fd_gen++;
-	for (int i = 0; i < FD_SETS; i++) {
-		struct fd_slot *set = fd_cache[i];
-
-		if (!all && set != fd_cache_set(oid))
-			continue;
-		for (int w = 0; w < FD_MAX_WAYS; w++) {
-			int fd;
-
-			if (!all && set[w].oid != oid)
-				continue;
-			fd = fd_drop(&set[w]);
-			if (fd >= 0)
-				close_fds[n++] = fd;
-		}
-	}
-	pthread_mutex_unlock(&fd_lock);
-	while (n--)
-		close(close_fds[n]);
-}
-
-/*
- * A read descriptor does not update the access time: a read after a write
- * would otherwise write the inode (relatime), and read_cached must not
- * wait for the journal. O_NOATIME needs the files' owner: without it, the
- * reads update the time as any reader's would.
- */
-static int open_kind(uint64_t oid, enum fd_kind kind)
-{
-	int flags = kind == FD_READ ? O_RDONLY | O_NOATIME : O_WRONLY | O_DIRECT | O_DSYNC;
-	int fd = openat(obj_dir_fd, obj_name(oid).s, flags | O_CLOEXEC);
-
-	if (fd < 0 && errno == EPERM && kind == FD_READ)
-		fd = openat(obj_dir_fd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-/* the cached descriptor of oid of that kind, taken (fd_put gives it back), or -1 */
-static int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
-{
-	struct fd_slot *set = fd_cache_set(oid);
-	int fd = -1;
-
-	*slotp = NULL;
-	pthread_mutex_lock(&fd_lock);
-	for (int w = 0; w < fd_ways; w++) {
-		struct fd_slot *sl = &set[w];
-
-		if (sl->fd < 0 || sl->dead || sl->oid != oid || sl->kind != kind)
-			continue;
-		sl->refs++;
-		sl->used = ++fd_clock;
-		fd = sl->fd;
-		*slotp = sl;
-		break;
-	}
-	pthread_mutex_unlock(&fd_lock);
-	return fd;
-}
-
-/*
- * A descriptor of oid of that kind, and its slot (NULL: not cached, the
- * caller closes it; fd_put does either): fd, or -errno of the open
- */
-static int fd_get(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
-{
-	struct fd_slot *set = fd_cache_set(oid), *victim = NULL, *sl;
-	int fd, old = -1;
-	uint64_t gen;
-	struct stat st;
-
-	fd = fd_find(oid, kind, &sl);
-	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink) {
-		*slotp = sl;
-		return fd;
-	}
-	pthread_mutex_lock(&fd_lock);
-	if (fd >= 0) { /* unlinked behind our back: forget it, and look the name up again */
-		sl->refs--;
-		old = fd_drop(sl);
-	}
-	gen = fd_gen;
-	pthread_mutex_unlock(&fd_lock);
-	*slotp = NULL;
-	if (old >= 0)
-		close(old);
-	old = -1;
-	fd = open_kind(oid, kind);
-	if (fd < 0)
-		return fd;
-	pthread_mutex_lock(&fd_lock);
-	/* not if the directory changed meanwhile, or another writer cached it first */
-	for (int w = 0; gen == fd_gen && w < fd_ways; w++) {
-		struct fd_slot *sl = &set[w];
-
-		if (sl->fd >= 0 && !sl->dead && sl->oid == oid && sl->kind == kind) {
-			victim = NULL;
-			break;
-		}
-		if (sl->fd < 0)
-			victim = sl;
-		else if (!sl->refs && !sl->dead &&
-			 (!victim || (victim->fd >= 0 && sl->used < victim->used)))
-			victim = sl;
-	}
-	if (gen == fd_gen && victim) {
-		old = victim->fd;
-		victim->fd = fd;
-		victim->oid = oid;
-		victim->kind = kind;
-		victim->refs = 1;
-		victim->dead = false;
-		victim->used = ++fd_clock;
-		*slotp = victim;
-	}
-	pthread_mutex_unlock(&fd_lock);
-	if (old >= 0)
-		close(old);
-	return fd;
-}
-
-static void fd_put(struct fd_slot *sl, int fd)
-{
-	if (!sl) {
-		close(fd);
-		return;
-	}
-	pthread_mutex_lock(&fd_lock);
-	if (--sl->refs || !sl->dead)
-		fd = -1;
-	else {
-		sl->fd = -1;
-		sl->dead = false;
-	}
-	pthread_mutex_unlock(&fd_lock);
-	if (fd >= 0)
-		close(fd);
-}
-
-/* a few descriptors per 256 of the limit, at most FD_SETS x FD_MAX_WAYS */
-static int fd_ways_for_limit(void)
-{
-	struct rlimit rl;
-	uint64_t n;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
+	(void)arg;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
-	n = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
-	/* a descriptor in 8 at most: the connections and the peers come first */
-	n /= 8 * FD_SETS;
-	return n > FD_MAX_WAYS ? FD_MAX_WAYS : (int)n;
-}
-
-static int err_to_res(int err)
-{
-	switch (err) {
-	case ENOENT:
-		return SD_RES_NO_OBJ;
-	case ENOSPC:
-	case EDQUOT:
-		return SD_RES_NO_SPACE;
-	default:
-		return SD_RES_EIO;
 	}
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, ".tmp.", 5))
+			unlinkat(dfd, de->d_name, 0);
+	closedir(d);
+	return 0;
 }
 
 static int plain_init(const char *dir)
 {
 	int ret;
 
-	/* another directory, or this one again: no descriptor of before is valid */
-	fd_forget(0, true);
-	fd_ways = fd_ways_for_limit();
-	snprintf(obj_dir, sizeof(obj_dir), "%s/obj", dir);
-	ret = sd_mkdir_p(obj_dir, 0755);
+	fd_cache_init();
+	md_set_store(&plain_md_ops);
+	ret = md_init(dir);
 	if (ret) {
-		sd_err("cannot create %s: %s", obj_dir, strerror(-ret));
+		sd_err("cannot open the store's disks: %s", strerror(-ret));
 		return SD_RES_EIO;
 	}
-	if (obj_dir_fd >= 0)
-		close(obj_dir_fd);
-	obj_dir_fd = open(obj_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (obj_dir_fd < 0) {
-		sd_err("cannot open %s: %m", obj_dir);
-		return SD_RES_EIO;
-	}
-	/* leftovers of creations that a crash interrupted */
-	DIR *d = opendir(obj_dir);
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		if (!strncmp(de->d_name, ".tmp.", 5))
-			unlinkat(obj_dir_fd, de->d_name, 0);
-	if (d)
-		closedir(d);
+	md_for_each_dir(clean_tmp, NULL);
 	return SD_RES_SUCCESS;
 }
 
 static bool plain_exist(uint64_t oid)
 {
-	return faccessat(obj_dir_fd, obj_name(oid).s, F_OK, 0) == 0;
+	struct md_io io;
+	bool ret;
+
+	md_get(oid, &io);
+	ret = faccessat(io.fd, obj_name(oid).s, F_OK, 0) == 0;
+	md_put(&io);
+	return ret;
+}
+
+/*
+ * The answer to an I/O that failed with err on io's disk: a disk taken out
+ * for it (md_failed) lost the object, which the layers above fetch again
+ * or read elsewhere (SD_RES_NO_OBJ); anything else as it is.
+ */
+static int io_err(struct md_io *io, int err)
+{
+	if (md_failed(io, err))
+		return SD_RES_NO_OBJ;
+	return err_to_res(err);
 }
 
 static int plain_read(uint64_t oid, void *buf, uint32_t len, uint64_t off)
 {
 	struct fd_slot *sl;
+	struct md_io io;
 	int fd, ret;
 
-	fd = fd_get(oid, FD_READ, &sl);
-	if (fd < 0)
-		return err_to_res(-fd);
+	md_get(oid, &io);
+	fd = fd_get(io.fd, oid, FD_READ, &sl);
+	if (fd < 0) {
+		ret = io_err(&io, -fd);
+		goto out_put;
+	}
 	ret = sd_pread_full(fd, buf, len, off);
 	fd_put(sl, fd);
 	if (ret) {
 		sd_err("read %016" PRIx64 " failed: %s", oid, strerror(-ret));
-		return err_to_res(-ret);
+		ret = io_err(&io, -ret);
 	}
-	return SD_RES_SUCCESS;
+out_put:
+	md_put(&io);
+	return ret;
 }
 
 /*
@@ -458,6 +239,7 @@ static bool plain_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t of
 {
 	struct iovec iov = { buf, len };
 	struct fd_slot *sl;
+	struct md_io io;
 	struct stat st;
 	ssize_t n;
 	bool ok;
@@ -465,13 +247,18 @@ static bool plain_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t of
 
 	if (off > (uint64_t)INT64_MAX - len)
 		return false;
-	fd = fd_find(oid, FD_READ, &sl);
-	if (fd < 0)
+	if (!md_tryget(oid, &io)) /* a move holds it: the worker's read waits */
 		return false;
+	fd = fd_find(oid, FD_READ, &sl);
+	if (fd < 0) {
+		md_put(&io);
+		return false;
+	}
 	n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
 	ok = n >= 0 && fstat(fd, &st) == 0 && st.st_nlink &&
 	     ((uint64_t)n == len || off + (uint64_t)n >= (uint64_t)st.st_size);
 	fd_put(sl, fd);
+	md_put(&io);
 	if (ok && (uint64_t)n < len)
 		memset((char *)buf + n, 0, len - (size_t)n);
 	return ok;
@@ -496,14 +283,14 @@ static bool direct_ok(const void *buf, uint32_t len, uint64_t off)
 	       !(((uintptr_t)buf | len | off) & (DIRECT_ALIGN - 1));
 }
 
-static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t off)
+static int write_direct(int dfd, uint64_t oid, const void *buf, uint32_t len, uint64_t off)
 {
 	struct fd_slot *sl;
 	int fd, ret;
 
 	if (!direct_ok(buf, len, off))
 		return 1;
-	fd = fd_get(oid, FD_WRITE, &sl);
+	fd = fd_get(dfd, oid, FD_WRITE, &sl);
 	if (fd == -EINVAL) {
 		__atomic_store_n(&direct_off, true, __ATOMIC_RELAXED);
 		return 1;
@@ -515,89 +302,61 @@ static int write_direct(uint64_t oid, const void *buf, uint32_t len, uint64_t of
 	return ret == -EINVAL ? 1 : ret;
 }
 
-static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+/* write to oid in the directory dfd: 0 or -errno */
+static int write_in(int dfd, uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
 {
 	int fd, ret;
 
 	if (sync) {
-		ret = write_direct(oid, buf, len, off);
-		if (ret <= 0) {
-			if (ret) {
-				sd_err("write %016" PRIx64 " failed: %s", oid, strerror(-ret));
-				return err_to_res(-ret);
-			}
-			return SD_RES_SUCCESS;
-		}
+		ret = write_direct(dfd, oid, buf, len, off);
+		if (ret <= 0)
+			goto out;
 	}
-	fd = openat(obj_dir_fd, obj_name(oid).s, O_WRONLY | O_CLOEXEC);
+	fd = openat(dfd, obj_name(oid).s, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return err_to_res(errno);
+		return -errno;
 	ret = sd_pwrite_full(fd, buf, len, off);
 	if (!ret && sync && fdatasync(fd) < 0)
 		ret = -errno;
 	if (!ret && !sync)
 		ret = mark_dirty(oid, fd, false);
 	close(fd);
-	if (ret) {
+out:
+	if (ret)
 		sd_err("write %016" PRIx64 " failed: %s", oid, strerror(-ret));
-		return err_to_res(-ret);
-	}
-	return SD_RES_SUCCESS;
+	return ret;
+}
+
+static int plain_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	struct md_io io;
+	int ret;
+
+	md_get(oid, &io);
+	ret = write_in(io.fd, oid, buf, len, off, sync);
+	ret = ret ? io_err(&io, -ret) : SD_RES_SUCCESS;
+	md_put(&io);
+	return ret;
 }
 
 /* copy the stored object cow_oid into fd; a missing source is an error */
 static int copy_object(uint64_t cow_oid, int fd)
 {
-	char *buf;
-	int src, ret = 0;
-	off_t off = 0;
+	struct md_io io;
+	int src, ret;
 
-	src = openat(obj_dir_fd, obj_name(cow_oid).s, O_RDONLY | O_CLOEXEC);
-	if (src < 0)
-		return -errno;
-	buf = malloc(1 << 20);
-	if (!buf) {
+	md_get(cow_oid, &io);
+	src = openat(io.fd, obj_name(cow_oid).s, O_RDONLY | O_CLOEXEC);
+	ret = src < 0 ? -errno : plain_copy_fd(src, fd);
+	if (src >= 0)
 		close(src);
-		return -ENOMEM;
-	}
-	for (;;) {
-		ssize_t n = pread(src, buf, 1 << 20, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		ret = sd_pwrite_full(fd, buf, n, off);
-		if (ret)
-			break;
-		off += n;
-	}
-	free(buf);
-	close(src);
+	md_put(&io);
 	return ret;
 }
 
-/*
- * Move tmp to name unless name exists: 0, -EEXIST, or -errno. One syscall
- * where the filesystem has RENAME_NOREPLACE, a link and an unlink where not.
- */
-static int publish(const char *tmp, const char *name)
-{
-	if (renameat2(obj_dir_fd, tmp, obj_dir_fd, name, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -errno;
-	if (linkat(obj_dir_fd, tmp, obj_dir_fd, name, 0) < 0)
-		return -errno;
-	unlinkat(obj_dir_fd, tmp, 0);
-	return 0;
-}
-
-static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
-				  uint64_t off, bool sync)
+/* create oid in the directory dfd: 0 or -errno; *no_base when cow_oid is not stored */
+static int create_in(int dfd, uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
+		     uint64_t off, bool sync, bool *no_base)
 {
 	struct obj_name name = obj_name(oid);
 	/*
@@ -612,12 +371,12 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	int fd, ret = 0;
 
 	snprintf(tmp, sizeof(tmp), ".tmp.%s.%ld", name.s, (long)syscall(SYS_gettid));
-	fd = openat(obj_dir_fd, tmp,
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0),
+		    0644);
 	if (fd < 0 && direct && errno == EINVAL) {
 		__atomic_store_n(&direct_off, true, __ATOMIC_RELAXED);
 		direct = false;
-		fd = openat(obj_dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	}
 	if (fd < 0) {
 		ret = -errno;
@@ -628,6 +387,7 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 		if (ret) {
 			sd_err("copy-on-write of %016" PRIx64 " from %016" PRIx64 " failed: %s", oid,
 			       cow_oid, strerror(-ret));
+			*no_base = ret == -ENOENT;
 			goto out_unlink;
 		}
 	}
@@ -642,36 +402,69 @@ static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *bu
 	}
 	close(fd);
 	fd = -1;
-	ret = publish(tmp, name.s);
+	ret = plain_publish(dfd, tmp, name.s);
 	if (!ret) /* a descriptor of an earlier file of that name is stale */
 		fd_forget(oid, false);
 	if (ret == -EEXIST) { /* created meanwhile: the write applies to it */
-		unlinkat(obj_dir_fd, tmp, 0);
-		return plain_write(oid, buf, len, off, sync);
+		unlinkat(dfd, tmp, 0);
+		return write_in(dfd, oid, buf, len, off, sync);
 	}
 	if (ret)
 		goto out_unlink;
 	if (sync)
-		fsync(obj_dir_fd);
+		fsync(dfd);
 	else if (mark_dirty(oid, -1, true))
-		return SD_RES_EIO;
-	return SD_RES_SUCCESS;
+		return -EIO;
+	return 0;
 
 out_unlink:
 	if (fd >= 0)
 		close(fd);
-	unlinkat(obj_dir_fd, tmp, 0);
+	unlinkat(dfd, tmp, 0);
 out_err:
 	sd_err("create %016" PRIx64 " failed: %s", oid, strerror(-ret));
-	return ret == -ENOENT ? SD_RES_NO_BASE_VDI : err_to_res(-ret);
+	return ret;
+}
+
+static int plain_create_and_write(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
+				  uint64_t off, bool sync)
+{
+	bool no_base = false, again;
+	struct md_io io;
+	int ret;
+
+	do {
+		md_get(oid, &io);
+		ret = create_in(io.fd, oid, cow_oid, buf, len, off, sync, &no_base);
+		/* its disk failed and is out: once more, on the disk that takes it now */
+		again = ret && !no_base && md_failed(&io, -ret);
+		md_put(&io);
+	} while (again);
+	if (no_base)
+		return SD_RES_NO_BASE_VDI;
+	return ret ? err_to_res(-ret) : SD_RES_SUCCESS;
 }
 
 static int plain_remove(uint64_t oid)
 {
-	int ret = unlinkat(obj_dir_fd, obj_name(oid).s, 0) < 0 ? errno : 0;
+	struct md_io io;
+	int ret;
 
+	md_get(oid, &io);
+	ret = unlinkat(io.fd, obj_name(oid).s, 0) < 0 ? errno : 0;
 	fd_forget(oid, false);
+	md_put(&io);
 	return ret ? err_to_res(ret) : SD_RES_SUCCESS;
+}
+
+static int syncfs_one(int dfd, void *arg)
+{
+	(void)arg;
+	if (syncfs(dfd) < 0) {
+		sd_err("syncfs of a store disk failed: %m");
+		return -EIO;
+	}
+	return 0;
 }
 
 static int plain_flush(void)
@@ -683,11 +476,7 @@ static int plain_flush(void)
 	dirty_nr = 0;
 	dir_dirty = false;
 	pthread_mutex_unlock(&dirty_lock);
-	if (syncfs(obj_dir_fd) < 0) {
-		sd_err("syncfs %s failed: %m", obj_dir);
-		return SD_RES_EIO;
-	}
-	return SD_RES_SUCCESS;
+	return md_for_each_dir(syncfs_one, NULL) ? SD_RES_EIO : SD_RES_SUCCESS;
 }
 
 struct sync_job {
@@ -703,8 +492,12 @@ static void *sync_worker(void *arg)
 	size_t i;
 
 	while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->nr) {
-		int fd = openat(obj_dir_fd, obj_name(job->oids[i]).s, O_RDONLY | O_CLOEXEC), err = 0;
+		struct md_io io;
+		int fd, err = 0;
 
+		md_get(job->oids[i], &io);
+		fd = openat(io.fd, obj_name(job->oids[i]).s, O_RDONLY | O_CLOEXEC);
+		md_put(&io);
 		if (fd < 0) {
 			if (errno != ENOENT) /* removed since: nothing to sync */
 				err = -errno;
@@ -721,6 +514,12 @@ static void *sync_worker(void *arg)
 		}
 	}
 	return NULL;
+}
+
+static int fsync_one(int dfd, void *arg)
+{
+	(void)arg;
+	return fsync(dfd) < 0 ? -errno : 0;
 }
 
 /* make durable what vid wrote without sync since its last flush */
@@ -746,8 +545,8 @@ static int plain_flush_vdi(uint32_t vid)
 	sync_worker(&job);
 	while (n--)
 		pthread_join(th[n], NULL);
-	if (dir && fsync(obj_dir_fd) < 0 && !job.ret)
-		job.ret = -errno;
+	if (dir && md_for_each_dir(fsync_one, NULL) && !job.ret)
+		job.ret = -EIO;
 	if (job.ret) {
 		/* not durable: keep them dirty, for the next flush to try again */
 		pthread_mutex_lock(&dirty_lock);
@@ -766,152 +565,6 @@ static int plain_flush_vdi(uint32_t vid)
 		return err_to_res(-job.ret);
 	}
 	return SD_RES_SUCCESS;
-}
-
-/*
- * fn for every object file (16 hex digits) in the directory fd: 0, fn's
- * first non-zero (a -errno), or -errno of reading the directory
- */
-static int for_each_in(int fd, int (*fn)(uint64_t oid, void *arg), void *arg)
-{
-	DIR *d;
-	struct dirent *de;
-	int ret = 0;
-
-	fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		ret = -errno;
-		close(fd);
-		return ret;
-	}
-	while (!ret && (de = readdir(d))) {
-		char *end;
-		uint64_t oid;
-
-		if (strlen(de->d_name) != 16)
-			continue;
-		oid = strtoull(de->d_name, &end, 16);
-		if (*end)
-			continue;
-		ret = fn(oid, arg);
-	}
-	closedir(d);
-	return ret;
-}
-
-static int plain_for_each(int (*fn)(uint64_t oid, void *arg), void *arg)
-{
-	return for_each_in(obj_dir_fd, fn, arg);
-}
-
-struct stat_acc {
-	uint64_t used, nr;
-};
-
-static int stat_one(uint64_t oid, void *arg)
-{
-	struct stat_acc *acc = arg;
-	struct stat st;
-
-	if (fstatat(obj_dir_fd, obj_name(oid).s, &st, 0) == 0) {
-		acc->used += (uint64_t)st.st_blocks * 512;
-		acc->nr++;
-	}
-	return 0;
-}
-
-static int plain_stat(struct store_stat *st)
-{
-	struct statvfs vfs;
-	struct stat_acc acc = { 0 };
-
-	if (statvfs(obj_dir, &vfs) < 0)
-		return SD_RES_EIO;
-	st->size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-	st->free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	if (plain_for_each(stat_one, &acc) < 0)
-		return SD_RES_EIO;
-	st->used = acc.used;
-	st->nr_objects = acc.nr;
-	return SD_RES_SUCCESS;
-}
-
-#define STALE_DIR ".stale"
-
-static int stale_one(uint64_t oid, void *arg)
-{
-	uint64_t *nr = arg;
-	struct obj_name n = obj_name(oid);
-	char to[32];
-
-	snprintf(to, sizeof(to), STALE_DIR "/%s", n.s);
-	if (renameat(obj_dir_fd, n.s, obj_dir_fd, to) < 0) {
-		sd_err("cannot set %016" PRIx64 " aside: %m", oid);
-		return -EIO;
-	}
-	fd_forget(oid, false);
-	(*nr)++;
-	return 0;
-}
-
-static int plain_stale_all(uint64_t *nr)
-{
-	int ret;
-
-	*nr = 0;
-	if (mkdirat(obj_dir_fd, STALE_DIR, 0755) < 0 && errno != EEXIST) {
-		sd_err("cannot create %s/" STALE_DIR ": %m", obj_dir);
-		return SD_RES_EIO;
-	}
-	ret = plain_for_each(stale_one, nr);
-	if (!ret && fsync(obj_dir_fd) < 0)
-		ret = -errno;
-	return ret ? SD_RES_EIO : SD_RES_SUCCESS;
-}
-
-static int plain_read_stale(uint64_t oid, void *buf, uint32_t len, uint64_t off)
-{
-	char path[32];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), STALE_DIR "/%s", obj_name(oid).s);
-	fd = openat(obj_dir_fd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_to_res(errno);
-	ret = sd_pread_full(fd, buf, len, off);
-	close(fd);
-	return ret ? err_to_res(-ret) : SD_RES_SUCCESS;
-}
-
-static int plain_for_each_stale(int (*fn)(uint64_t oid, void *arg), void *arg)
-{
-	int fd = openat(obj_dir_fd, STALE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
-
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	ret = for_each_in(fd, fn, arg);
-	close(fd);
-	return ret;
-}
-
-static int unlink_stale(uint64_t oid, void *arg)
-{
-	char path[32];
-
-	snprintf(path, sizeof(path), STALE_DIR "/%s", obj_name(oid).s);
-	if (unlinkat(obj_dir_fd, path, 0) < 0 && errno != ENOENT) {
-		sd_err("cannot remove the stale copy of %016" PRIx64 ": %m", oid);
-		return -EIO;
-	}
-	return 0;
-}
-
-static int plain_purge_stale(void)
-{
-	return plain_for_each_stale(unlink_stale, NULL) ? SD_RES_EIO : SD_RES_SUCCESS;
 }
 
 static const struct store_driver plain_store = {

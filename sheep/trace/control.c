@@ -12,6 +12,7 @@
  * READ at offset 0 renders a snapshot (generation + 1), later offsets serve
  * chunks of it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
@@ -26,6 +27,20 @@
 #include "trace_priv.h"
 
 #define TRACE_MAX_PATTERNS 64
+
+/*
+ * The built-in tracers: referenced from here, the tracer's top (every
+ * program that uses it calls trace_init or trace_handle_op), so that the
+ * linker keeps their objects of the static library.
+ */
+extern const void *const tracer_link_graph;
+extern const void *const tracer_link_function;
+extern const void *const tracer_link_profile;
+extern const void *const tracer_link_loop;
+extern const void *const tracer_link_thread;
+const void *const *const trace_builtin_tracers[] = { &tracer_link_graph, &tracer_link_function,
+						     &tracer_link_profile, &tracer_link_loop,
+						     &tracer_link_thread };
 
 enum init_state { INIT_NONE, INIT_DONE, INIT_FAILED };
 
@@ -44,14 +59,6 @@ static struct tracer_state {
 
 extern char trace_thread_kind[TRACE_MAX_TRACERS][16];
 
-static struct {
-	struct trace_out out;
-	uint64_t generation;
-	int fmt;
-	unsigned id;
-	bool valid;
-} snap;
-
 int trace_init(void)
 {
 	int ret;
@@ -63,7 +70,7 @@ int trace_init(void)
 	}
 	ret = trace_patch_init();
 	if (ret == 0)
-		ret = trace_sites_init();
+		ret = trace_sites_init(trace_sites_prepare);
 	if (ret < 0) {
 		init_state = INIT_FAILED;
 		trace_state = SD_TRACE_STATE_BROKEN;
@@ -75,26 +82,6 @@ int trace_init(void)
 out_unlock:
 	pthread_mutex_unlock(&trace_lock);
 	return ret;
-}
-
-static int errno_to_res(int err)
-{
-	switch (err) {
-	case -ETIMEDOUT:
-		return SD_RES_TRACE_TIMEOUT;
-	case -ENOMEM:
-		return SD_RES_NO_MEM;
-	case -EINVAL:
-		return SD_RES_INVALID_PARMS;
-	case -EIO:
-		return SD_RES_TRACE_BROKEN;
-	case -EBUSY:
-		return SD_RES_TRACE_FOLLOWERS;
-	case -ESTALE:
-		return SD_RES_TRACE_FOLLOW_GONE;
-	default:
-		return SD_RES_SYSTEM_ERROR;
-	}
 }
 
 static void clear_words(uint32_t bits)
@@ -142,6 +129,12 @@ struct start_args {
 	size_t nr_roots;
 	const char *thread;
 	uint64_t thresh_ns;
+	/* graph's request mode (req_mode: any of them given) */
+	bool req_mode;
+	uint32_t sample;
+	bool has_vid;
+	uint32_t vid;
+	uint64_t slower_ns;
 	const char *main_only[TRACE_MAX_PATTERNS]; /* thread checker */
 	size_t nr_main_only;
 	const char *worker_only[TRACE_MAX_PATTERNS];
@@ -153,6 +146,43 @@ static int add_pat(const char **v, size_t *nr, const char *p)
 	if (*nr == TRACE_MAX_PATTERNS)
 		return SD_RES_INVALID_PARMS;
 	v[(*nr)++] = p;
+	return SD_RES_SUCCESS;
+}
+
+/* a number of @v, at most @max: 0, or -1 for anything else */
+static int parse_num(const char *v, uint64_t max, uint64_t *out)
+{
+	char *end;
+
+	if (*v < '0' || *v > '9')
+		return -1;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	return errno || *end || *out > max ? -1 : 0;
+}
+
+/* the request mode's options: sample=N, vdi=VID, slower=NS */
+static int parse_req_option(struct start_args *a, const char *s, const char *v)
+{
+	uint64_t n;
+
+	if (!strncmp(s, "sample=", 7)) {
+		if (parse_num(v, UINT32_MAX, &n) || !n)
+			return SD_RES_INVALID_PARMS;
+		a->sample = (uint32_t)n;
+	} else if (!strncmp(s, "vdi=", 4)) {
+		if (parse_num(v, SD_NR_VDIS - 1, &n))
+			return SD_RES_INVALID_PARMS;
+		a->vid = (uint32_t)n;
+		a->has_vid = true;
+	} else if (!strncmp(s, "slower=", 7)) {
+		if (parse_num(v, UINT64_MAX, &n) || !n)
+			return SD_RES_INVALID_PARMS;
+		a->slower_ns = n;
+	} else {
+		return SD_RES_INVALID_PARMS;
+	}
+	a->req_mode = true;
 	return SD_RES_SUCCESS;
 }
 
@@ -181,7 +211,7 @@ static int parse_option(struct start_args *a, const char *s, const char *eq)
 		a->thresh_ns = strtoull(v, &end, 10);
 		return errno || *end || !*v ? SD_RES_INVALID_PARMS : SD_RES_SUCCESS;
 	}
-	return SD_RES_INVALID_PARMS;
+	return parse_req_option(a, s, v);
 }
 
 /* Split the payload into tracer name, patterns and options. SD_RES_*. */
@@ -238,24 +268,64 @@ static uint8_t site_kind(unsigned id)
 /*
  * The state of each site (TRACE_SITE_*) for tracer @id wanting @want (NULL:
  * none) beside the tracers that run: a stub where any hijacking tracer wants
- * the site, a call where only entry-only ones do.
+ * the site, a call where only entry-only ones do; where the graph tracer
+ * in its request mode (@req_mode, for @id's start) is alone, the sample
+ * form. Two tracers at a site share the stub and the general hook.
  */
-static void union_want(uint8_t *u, unsigned id, const uint8_t *want)
+static void union_want(uint8_t *u, unsigned id, const uint8_t *want, bool req_mode)
 {
+	bool graph_req = id == TRACER_GRAPH
+			     ? req_mode
+			     : __atomic_load_n(&trace_hot.req_mode, __ATOMIC_RELAXED) != 0;
+
 	for (size_t i = 0; i < trace_nr_sites; i++) {
-		u[i] = want && want[i] ? site_kind(id) : TRACE_SITE_NOP;
-		for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++)
-			if (t != id && tstate[t].want && tstate[t].want[i] &&
-			    u[i] != TRACE_SITE_STUB)
-				u[i] = site_kind(t);
+		bool hijack = false, sample = false;
+		unsigned nr = 0;
+
+		for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++) {
+			const uint8_t *w = t == id ? want : tstate[t].want;
+
+			if (!w || !w[i])
+				continue;
+			nr++;
+			hijack |= site_kind(t) == TRACE_SITE_STUB;
+			sample |= t == TRACER_GRAPH && graph_req;
+		}
+		u[i] = !nr		   ? TRACE_SITE_NOP
+		       : nr == 1 && sample ? TRACE_SITE_SAMPLE
+		       : hijack		   ? TRACE_SITE_STUB
+					   : TRACE_SITE_CALL;
 	}
 }
 
 /*
- * The sites of @a: the patterns (none: every site) but notrace; graph's
- * roots are in too, and marked. *nr_want counts them. SD_RES_*.
+ * Functions whose own time is mostly a wait for work, not work: the event
+ * loop's round (its epoll_wait). The graph and profile tracers leave them
+ * out unless a --function names one exactly, or they would top every
+ * profile table and flame graph with the main thread's idle time.
  */
-static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root, size_t *nr_want)
+static const char *const idle_functions[] = { "ev_loop_once", NULL };
+
+static bool is_idle(const struct start_args *a, const char *name)
+{
+	for (const char *const *f = idle_functions; *f; f++) {
+		if (strcmp(name, *f))
+			continue;
+		for (size_t p = 0; p < a->nr_pats; p++)
+			if (!strcmp(a->pats[p], name))
+				return false;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The sites of @a for tracer @id: the patterns (none: every site) but
+ * notrace (and the idle functions for graph and profile); graph's roots
+ * are in too, and marked. *nr_want counts them. SD_RES_*.
+ */
+static int choose_sites(const struct start_args *a, unsigned id, uint8_t *want, uint8_t *root,
+			size_t *nr_want)
 {
 	size_t nr_roots = 0;
 
@@ -265,6 +335,8 @@ static int choose_sites(const struct start_args *a, uint8_t *want, uint8_t *root
 		const char *name = trace_site_name(&trace_sites[i], 0, buf, sizeof(buf));
 
 		if (name_matches(name, a->skip, a->nr_skip))
+			continue;
+		if ((id == TRACER_GRAPH || id == TRACER_PROFILE) && is_idle(a, name))
 			continue;
 		if (a->nr_main_only && name_matches(name, a->main_only, a->nr_main_only))
 			root[i] |= 2;
@@ -373,6 +445,16 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
 		if (a->thresh_ns && !trace_hot.graph_thresh)
 			trace_hot.graph_thresh = 1;
 		trace_hot.graph_root = a->nr_roots > 0;
+		trace_hot.req_sample = a->sample ? a->sample : 1;
+		trace_hot.req_vid = a->vid;
+		trace_hot.req_has_vid = a->has_vid;
+		trace_hot.req_slower =
+		    a->slower_ns
+			? (uint64_t)(((unsigned __int128)a->slower_ns << 32) / trace_clk_mult)
+			: 0;
+		trace_req_reset_count();
+		/* before the sites take the sample form: the hooks read it */
+		__atomic_store_n(&trace_hot.req_mode, a->req_mode, __ATOMIC_RELEASE);
 	} else if (!tstate[TRACER_GRAPH].want) {
 		trace_hot.depth_limit = TRACE_MAX_DEPTH; /* --depth is graph's */
 	}
@@ -385,7 +467,7 @@ static int apply_config(const struct tracer_ops *t, const struct start_args *a,
  * ask for new ones: its session is bumped, so once the world is stopped
  * no thread outside a hook will touch them again. 0 or -ETIMEDOUT.
  */
-static int reclaim_buffers(unsigned id)
+static int reclaim_buffers(unsigned id, bool keep_reusable)
 {
 	uint64_t freed = 0;
 	int ret;
@@ -394,7 +476,7 @@ static int reclaim_buffers(unsigned id)
 	trace_thread_drop_stale(); /* ours: the other threads' in the handler */
 	ret = trace_stw_stop();
 	if (ret == 0) {
-		freed = tbuf_reclaim(id);
+		freed = tbuf_reclaim(id, keep_reusable);
 		trace_stw_release();
 	}
 	__atomic_store_n(&trace_drop_mask, 0, __ATOMIC_RELEASE);
@@ -403,7 +485,105 @@ static int reclaim_buffers(unsigned id)
 	return ret;
 }
 
-static int trace_start(const struct sd_req *req, const char *data)
+/*
+ * The threads of the process of kind @kind (NULL or "": all; trace.h:
+ * "main", or the first word of a thread's name), from /proc. -errno if it
+ * cannot be read.
+ */
+static int count_threads(const char *kind)
+{
+	DIR *d = opendir("/proc/self/task");
+	size_t klen = kind ? strlen(kind) : 0;
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (!klen) {
+			n++;
+			continue;
+		}
+		if (!strcmp(kind, "main")) {
+			n += atoi(de->d_name) == (int)getpid();
+			continue;
+		}
+		if (atoi(de->d_name) == (int)getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		n += !strncmp(comm, kind, klen) && (comm[klen] == '\0' || comm[klen] == ' ');
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Whether the start of tracer @id with @a fits: some thread of its
+ * --thread kind (SD_RES_TRACE_NO_THREAD), and its rings (the first size
+ * of each, times the threads it may trace) within the total with what
+ * the other tracers' rings hold (SD_RES_TRACE_TOO_BIG, the figures in
+ * @rsp). Its own rings of an older session are given back or reused.
+ */
+static int check_memory(const struct sd_req *req, struct sd_rsp *rsp, const struct start_args *a,
+			unsigned id)
+{
+	uint64_t bsize = req->trace.buffer_size ? req->trace.buffer_size : TRACE_DEFAULT_BUFFER;
+	uint64_t held = 0, need;
+	const char *kind = a->thread ? a->thread : id == TRACER_LOOP ? "main" : NULL;
+	int nr = count_threads(kind);
+
+	if (nr == 0)
+		return SD_RES_TRACE_NO_THREAD;
+	if (nr < 0)
+		return SD_RES_SUCCESS; /* no /proc: the ring total still holds */
+	if (bsize < TRACE_MIN_BUFFER)
+		bsize = TRACE_MIN_BUFFER;
+	for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++)
+		if (t != id)
+			held += tbuf_held(t);
+	need =
+	    (uint64_t)nr * (sizeof(struct tbuf) + pow2_records(bsize) * sizeof(struct trace_rec));
+	if (held + need <= trace_max_total)
+		return SD_RES_SUCCESS;
+	rsp->trace.total_length = held + need;
+	rsp->trace.generation = (uint64_t)nr;
+	return SD_RES_TRACE_TOO_BIG;
+}
+
+/*
+ * Give back the rings of the stopped tracers other than @id (their records,
+ * kept for reading, are dropped): a start that needs their room comes
+ * first. True if some were.
+ */
+static bool free_stopped(unsigned id)
+{
+	bool any = false;
+
+	for (unsigned t = 0; t < TRACE_MAX_TRACERS; t++) {
+		if (t == id || tstate[t].want || !tbuf_held(t))
+			continue;
+		/* every ring of it is of an older session now: reclaim takes them */
+		__atomic_add_fetch(&trace_hot.session[t], 1, __ATOMIC_RELEASE);
+		if (reclaim_buffers(t, false) == 0)
+			any = true;
+		sd_info("the rings of the stopped %s tracer were freed for a start",
+			trace_tracer_by_id(t)->name);
+	}
+	return any;
+}
+
+static int trace_start(const struct sd_req *req, struct sd_rsp *rsp, const char *data)
 {
 	const struct tracer_ops *tracer;
 	struct start_args a;
@@ -431,9 +611,16 @@ static int trace_start(const struct sd_req *req, const char *data)
 	}
 	if (req->trace.depth > TRACE_MAX_DEPTH || req->trace.buffer_size > TRACE_MAX_BUFFER ||
 	    ((a.nr_main_only || a.nr_worker_only) && id != TRACER_THREAD) ||
-	    (a.nr_roots && id != TRACER_GRAPH) ||
+	    (a.nr_roots && id != TRACER_GRAPH) || (a.req_mode && id != TRACER_GRAPH) ||
 	    (a.thresh_ns && id != TRACER_GRAPH && id != TRACER_LOOP))
 		return SD_RES_INVALID_PARMS;
+	ret = check_memory(req, rsp, &a, id);
+	/* the buffers they walk may go */
+	trace_renderings_end();
+	if (ret == SD_RES_TRACE_TOO_BIG && free_stopped(id))
+		ret = check_memory(req, rsp, &a, id);
+	if (ret != SD_RES_SUCCESS)
+		return ret;
 
 	want = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
 	root = calloc(trace_nr_sites ? trace_nr_sites : 1, 1);
@@ -442,7 +629,7 @@ static int trace_start(const struct sd_req *req, const char *data)
 		ret = SD_RES_NO_MEM;
 		goto out_free;
 	}
-	ret = choose_sites(&a, want, root, &nr_want);
+	ret = choose_sites(&a, id, want, root, &nr_want);
 	if (ret != SD_RES_SUCCESS)
 		goto out_free;
 	if (id == TRACER_PROFILE && index_sites(want, nr_want) < 0) {
@@ -451,7 +638,7 @@ static int trace_start(const struct sd_req *req, const char *data)
 	}
 	ret = apply_config(tracer, &a, req, nr_want);
 	if (ret < 0) {
-		ret = errno_to_res(ret);
+		ret = trace_errno_to_res(ret);
 		goto out_free;
 	}
 	set_words(id, want, root);
@@ -462,19 +649,19 @@ static int trace_start(const struct sd_req *req, const char *data)
 		__atomic_store_n(&trace_hot.prof_key,
 				 (uint64_t)TRACE_FRAME_PROFILE << 32 | trace_hot.session[id],
 				 __ATOMIC_RELEASE);
-	ret = reclaim_buffers(id);
+	ret = reclaim_buffers(id, true);
 	if (ret < 0) {
 		clear_words(TRACER_BIT(id));
 		tracer->stop();
 		sd_err("cannot start tracing: %s", strerror(-ret));
-		ret = errno_to_res(ret);
+		ret = trace_errno_to_res(ret);
 		goto out_free;
 	}
 	/* off the fast path before a site of another tracer can be patched */
 	__atomic_store_n(&trace_hot.fast, 0, __ATOMIC_RELEASE);
 	__atomic_or_fetch(&trace_hot.active, TRACER_BIT(id), __ATOMIC_RELEASE);
 	set_fast();
-	union_want(u, id, want);
+	union_want(u, id, want, a.req_mode);
 	ret = trace_patch(u);
 	if (ret < 0) {
 		__atomic_and_fetch(&trace_hot.active, ~TRACER_BIT(id), __ATOMIC_RELEASE);
@@ -484,7 +671,7 @@ static int trace_start(const struct sd_req *req, const char *data)
 		if (ret == -EIO)
 			mark_broken();
 		sd_err("cannot start tracing: %s", strerror(-ret));
-		ret = errno_to_res(ret);
+		ret = trace_errno_to_res(ret);
 		goto out_free;
 	}
 	trace_state = SD_TRACE_STATE_ON;
@@ -493,7 +680,6 @@ static int trace_start(const struct sd_req *req, const char *data)
 	tstate[id].nr_patched = (uint32_t)nr_want;
 	tstate[id].since = (uint64_t)time(NULL);
 	last_started = (int)id;
-	snap.valid = false;
 	sd_info("tracing %zu of %zu functions with %s", nr_want, trace_nr_sites, tracer->name);
 	ret = SD_RES_SUCCESS;
 out_free:
@@ -511,7 +697,7 @@ static int stop_one(unsigned id)
 
 	if (!u)
 		return SD_RES_NO_MEM;
-	union_want(u, id, NULL);
+	union_want(u, id, NULL, false);
 	/* the fast paths do not look at active: leave them first */
 	__atomic_store_n(&trace_hot.fast, TRACE_FAST_NONE, __ATOMIC_RELEASE);
 	__atomic_and_fetch(&trace_hot.active, ~TRACER_BIT(id), __ATOMIC_RELEASE);
@@ -532,6 +718,8 @@ static int stop_one(unsigned id)
 	if (id == TRACER_GRAPH) {
 		trace_hot.graph_thresh = 0;
 		trace_hot.graph_root = 0;
+		__atomic_store_n(&trace_hot.req_mode, 0, __ATOMIC_RELEASE);
+		trace_hot.req_slower = 0;
 	}
 	set_fast();
 	free(tstate[id].want);
@@ -591,6 +779,7 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 	struct sd_trace_status st;
 	const struct tracer_ops *t = trace_tracer_by_id((unsigned)last_started);
 	size_t len = sizeof(st);
+	uint32_t nr_bufs;
 
 	if (req->data_length < sizeof(st))
 		return SD_RES_INVALID_PARMS;
@@ -605,6 +794,8 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 	st.buffer_size = tstate[last_started].buffer_size ? tstate[last_started].buffer_size
 							  : TRACE_DEFAULT_BUFFER;
 	st.depth = trace_hot.depth_limit;
+	tbuf_memory(&st.mem_bytes, &nr_bufs);
+	st.mem_max = trace_max_total;
 	memcpy(data, &st, sizeof(st));
 	for (unsigned id = 0; id < TRACE_MAX_TRACERS; id++) {
 		const struct tracer_ops *o = trace_tracer_by_id(id);
@@ -633,52 +824,16 @@ static int trace_status(const struct sd_req *req, struct sd_rsp *rsp, void *data
 static int trace_read(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 {
 	int fmt = (int)req->trace.format;
-	uint64_t off = req->trace.offset;
-	size_t n;
 
 	unsigned id = req->trace.tracer_flags	    ? req->trace.tracer_flags - 1
 		      : fmt == SD_TRACE_FMT_PROFILE ? TRACER_PROFILE
 						    : (unsigned)last_started;
-	const struct tracer_ops *t = trace_tracer_by_id(id);
 
-	if (req->trace.format > SD_TRACE_FMT_PROFILE)
+	if (req->trace.format > SD_TRACE_FMT_EVENTS)
 		return SD_RES_INVALID_PARMS;
-	if (!t)
+	if (!trace_tracer_by_id(id))
 		return SD_RES_NO_TRACER;
-	if (off == 0) {
-		int ret;
-
-		tout_free(&snap.out);
-		snap.valid = false;
-		snap.generation++;
-		ret = t->read(fmt, &snap.out);
-		if (ret == -EINVAL && !req->trace.tracer_flags && id != TRACER_GRAPH) {
-			/* the last tracer has no such format: graph's records then */
-			tout_free(&snap.out);
-			id = TRACER_GRAPH;
-			ret = trace_tracer_by_id(id)->read(fmt, &snap.out);
-		}
-		if (ret < 0) {
-			tout_free(&snap.out);
-			return errno_to_res(ret);
-		}
-		snap.fmt = fmt;
-		snap.id = id;
-		snap.valid = true;
-	} else if (!snap.valid || snap.fmt != fmt || snap.id != id) {
-		return SD_RES_INVALID_PARMS; /* read from offset 0 first */
-	}
-	rsp->trace.total_length = snap.out.len;
-	rsp->trace.generation = snap.generation;
-	if (off >= snap.out.len) {
-		rsp->data_length = 0;
-		return SD_RES_SUCCESS;
-	}
-	n = min_t(size_t, req->data_length, snap.out.len - off);
-	if (n)
-		memcpy(data, snap.out.buf + off, n);
-	rsp->data_length = (uint32_t)n;
-	return SD_RES_SUCCESS;
+	return trace_read_op(req, rsp, data, id);
 }
 
 static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
@@ -698,7 +853,7 @@ static int trace_follow_op(const struct sd_req *req, struct sd_rsp *rsp, void *d
 	handle = req->trace.offset;
 	ret = trace_follow(id, &handle, data, req->data_length, &len);
 	if (ret < 0)
-		return errno_to_res(ret);
+		return trace_errno_to_res(ret);
 	rsp->data_length = (uint32_t)len;
 	rsp->trace.generation = handle;
 	return SD_RES_SUCCESS;
@@ -729,7 +884,7 @@ int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data)
 	}
 	switch (req->opcode) {
 	case SD_OP_TRACE_START:
-		ret = trace_start(req, data);
+		ret = trace_start(req, rsp, data);
 		break;
 	case SD_OP_TRACE_STOP:
 		ret = trace_stop(req, data);
@@ -769,7 +924,6 @@ void trace_shutdown(void)
 			tstate[id].nr_patched = 0;
 		}
 	}
-	tout_free(&snap.out);
-	snap.valid = false;
+	trace_renderings_end();
 	pthread_mutex_unlock(&trace_lock);
 }

@@ -227,4 +227,75 @@ trace_func_tramp:
 	.cfi_endproc
 	.size	trace_func_tramp, .-trace_func_tramp
 
+/*
+ * trace_sample_tramp: what a site in the sample form calls ("call
+ * trace_sample_tramp": the graph tracer's request mode). On arrival 0(%rsp)
+ * is F + 5 and 8(%rsp) F's return address. A thread that serves no request
+ * the mode chose goes straight back to F's body: a call and a return that
+ * pair up (predicted) around one test of a thread-local word, all that
+ * the other requests' calls pay. Otherwise the hook records the call as
+ * trace_entry_tramp's would and swaps F's return address for
+ * trace_return_tramp (no stub: the return mispredicts, which only the
+ * requests chosen pay). Registers as in trace_entry_tramp; this file is
+ * linked into executables only, so the word is reached at a fixed offset
+ * from %fs (local-exec TLS).
+ */
+	.globl	trace_sample_tramp
+	.type	trace_sample_tramp, @function
+	.p2align 4
+trace_sample_tramp:
+	.cfi_startproc
+	cmpl	$0, %fs:trace_req_unsampled@tpoff
+	jne	4f
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdx
+	.cfi_adjust_cfa_offset 8
+	pushq	%rcx
+	.cfi_adjust_cfa_offset 8
+	pushq	%r8
+	.cfi_adjust_cfa_offset 8
+	pushq	%r9
+	.cfi_adjust_cfa_offset 8
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
+	movq	64(%rsp), %rdi		/* F + 5 */
+	leaq	72(%rsp), %rsi		/* where F's return address is */
+	leaq	trace_return_tramp(%rip), %rdx	/* what goes there */
+	call	trace_sample_hook@PLT
+	cmpl	$TRACE_HOOK_UNTRACED, %eax
+	ja	3f			/* TRACE_HOOK_SLOW */
+1:	popq	%r10
+	.cfi_adjust_cfa_offset -8
+	popq	%r9
+	.cfi_adjust_cfa_offset -8
+	popq	%r8
+	.cfi_adjust_cfa_offset -8
+	popq	%rcx
+	.cfi_adjust_cfa_offset -8
+	popq	%rdx
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
+4:	ret				/* to F + 5, traced or not */
+3:	/* slow path: this thread has no buffer for this session yet */
+	.cfi_adjust_cfa_offset 64
+	save_xmm
+	movq	192(%rsp), %rdi
+	leaq	200(%rsp), %rsi
+	leaq	trace_return_tramp(%rip), %rdx
+	call	trace_sample_slow@PLT
+	restore_xmm
+	jmp	1b
+	.cfi_endproc
+	.size	trace_sample_tramp, .-trace_sample_tramp
+
 	.section .note.GNU-stack, "", @progbits

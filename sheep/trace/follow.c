@@ -113,6 +113,9 @@ static int follow_one(struct tbuf *b, void *arg)
 	uint64_t first = head > nr_slots ? head - nr_slots : 0;
 	uint64_t i = b->followed[f->slot];
 
+	/* its owner gave records back (--slower-than): from where it writes again */
+	if (i > head)
+		i = head;
 	if (i < first) {
 		if (!put_line(f, "L %u %llu\n", b->owner, (unsigned long long)(first - i)))
 			return 1;
@@ -142,8 +145,11 @@ static int follow_one(struct tbuf *b, void *arg)
 		h2 = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
 		if (i < (h2 > nr_slots ? h2 - nr_slots : 0))
 			break; /* overwritten while we read it: lost, said next time */
-		if (TREC_TYPE(r.word) == TREC_FUNC && TREC_DEPTH(r.word) == TREC_CALLER) {
-			i++; /* a caller slot whose call was lost */
+		if (TREC_TYPE(r.word) == TREC_FUNC &&
+		    (TREC_DEPTH(r.word) == TREC_CALLER || TREC_DEPTH(r.word) == TREC_REQ ||
+		     TREC_DEPTH(r.word) == TREC_REQ_ARG)) {
+			/* a caller slot whose call was lost; a request marker (not streamed) */
+			i++;
 			continue;
 		}
 		if (!put_rec(f, b->owner, &r, has_caller ? &c : NULL))

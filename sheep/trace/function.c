@@ -32,11 +32,11 @@ static void function_stop(void)
 {
 }
 
-static int function_read(int fmt, struct trace_out *out)
+static int function_read(int fmt, struct trace_render *r)
 {
 	if (fmt != SD_TRACE_FMT_GRAPH && fmt != SD_TRACE_FMT_CSV)
 		return -EINVAL;
-	return trace_render(TRACER_FUNCTION, fmt, "function", out);
+	return trace_render_records(r, TRACER_FUNCTION, fmt, "function");
 }
 
 const struct tracer_ops trace_function_tracer = {

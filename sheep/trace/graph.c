@@ -55,9 +55,9 @@ static void graph_stop(void)
 {
 }
 
-static int graph_read(int fmt, struct trace_out *out)
+static int graph_read(int fmt, struct trace_render *r)
 {
-	return trace_render(TRACER_GRAPH, fmt, "graph", out);
+	return trace_render_records(r, TRACER_GRAPH, fmt, "graph");
 }
 
 const struct tracer_ops trace_graph_tracer = {

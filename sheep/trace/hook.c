@@ -46,6 +46,18 @@ struct trace_thread {
 	/* the session of each tracer in which this thread is not traced by it */
 	uint32_t nobuf_session[TRACE_MAX_TRACERS];
 	/*
+	 * The request the thread serves (trace_req_begin), and where its
+	 * records began in the graph ring: --slower-than gives them back
+	 */
+	struct {
+		uint64_t id;
+		uint16_t flags;
+		uint32_t session; /* of the ring below */
+		struct tbuf *buf; /* the graph ring its begin went to, or NULL */
+		uint64_t head;	  /* that ring's head before the begin */
+		uint64_t tsc;	  /* when it began */
+	} req;
+	/*
 	 * The shadow stack: the frame of depth d is frames[d + 1] (frame_at);
 	 * frames[0] is none, only what the outermost frames' profile exits add
 	 * their durations to (trace_profile_exit_fast: to the frame below).
@@ -55,22 +67,19 @@ struct trace_thread {
 
 static __thread struct trace_thread self;
 
+/*
+ * Not 0 while the thread serves no request that the graph tracer's request
+ * mode chose: what trace_sample_tramp tests (one compare with %fs) before
+ * anything else. Set by trace_req_begin and trace_req_end only.
+ */
+__thread uint32_t trace_req_unsampled = 1;
+
 /* the shadow stack's frame of depth @d */
 static inline __attribute__((always_inline)) struct trace_frame *frame_at(struct trace_thread *th,
 									  uint32_t d)
 {
 	return &th->frames[d + 1];
 }
-
-struct trace_hot trace_hot = {
-	.depth_limit = TRACE_MAX_DEPTH,
-	.nr_records = { [0 ... TRACE_MAX_TRACERS - 1] =
-			    TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec) },
-};
-
-uint32_t *trace_site_words;
-uintptr_t trace_site_words_bias;
-size_t trace_nr_site_words;
 
 /* the tracers by id, for the dispatch (tracer.c fills it at registration) */
 extern const struct tracer_ops *trace_tracers[TRACE_MAX_TRACERS];
@@ -95,6 +104,9 @@ static __attribute__((noinline)) int entry_general(struct trace_thread *th, uint
 	struct trace_frame *e, tmp;
 	uint64_t now;
 
+	/* the graph tracer's request mode: a call for a request it did not choose */
+	if (unlikely(trace_hot.req_mode) && trace_req_unsampled)
+		mask &= ~TRACER_BIT(TRACER_GRAPH);
 	for (uint32_t m = mask; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctz(m);
 
@@ -168,18 +180,15 @@ static inline __attribute__((always_inline)) void push_frame(struct trace_thread
 }
 
 /*
- * Called by trace_entry_tramp. @ip is the stub + 5 (its call returns there),
- * @parent the address of the traced function's return address. Returns
- * TRACE_HOOK_TRACED once it kept *parent on the shadow stack and put @ip
- * in its place, TRACE_HOOK_UNTRACED when this call is not traced, and
- * TRACE_HOOK_SLOW when the thread needs a buffer first (the trampoline
- * then calls trace_entry_slow). One tracer alone (trace_hot.fast) is
- * served inline; every patched site is then its.
+ * The entry of a traced call at @site, whose return address is at @parent:
+ * @ip goes in its place when the call is traced (the stub's return point,
+ * or trace_return_tramp for a site in the sample form). See
+ * trace_entry_hook.
  */
-int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
+static inline __attribute__((always_inline)) int entry_hook(uintptr_t ip, uintptr_t *parent,
+							    uintptr_t site)
 {
 	struct trace_thread *th = &self;
-	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
 	uint32_t depth, fast;
 	struct trace_frame *e;
 	struct tbuf *b;
@@ -241,6 +250,38 @@ out:
 	__asm__ volatile("" ::: "memory");
 	th->in_hook = 0;
 	return ret;
+}
+
+/*
+ * Called by trace_entry_tramp. @ip is the stub + 5 (its call returns there),
+ * @parent the address of the traced function's return address. Returns
+ * TRACE_HOOK_TRACED once it kept *parent on the shadow stack and put @ip
+ * in its place, TRACE_HOOK_UNTRACED when this call is not traced, and
+ * TRACE_HOOK_SLOW when the thread needs a buffer first (the trampoline
+ * then calls trace_entry_slow). One tracer alone (trace_hot.fast) is
+ * served inline; every patched site is then its.
+ */
+int trace_entry_hook(uintptr_t ip, uintptr_t *parent)
+{
+	return entry_hook(ip, parent, ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE);
+}
+
+/* trace_return_tramp, once a site in the sample form was taken (trace_sample_slow) */
+static uintptr_t sample_return;
+
+/*
+ * Called by trace_sample_tramp (a site in the sample form: "call
+ * trace_sample_tramp", the graph tracer's request mode) once it found the
+ * thread serving a chosen request. @ip is the site + 5, where the
+ * trampoline returns in every case, @ret_tramp trace_return_tramp (the
+ * trampoline passes it: no file of the tracer reaches entry.S's). A traced
+ * call's return goes to it directly (no stub): it costs a mispredicted return,
+ * paid only by the requests chosen; the others' calls cost the
+ * trampoline's test of trace_req_unsampled and nothing else.
+ */
+int trace_sample_hook(uintptr_t ip, uintptr_t *parent, uintptr_t ret_tramp)
+{
+	return entry_hook(ret_tramp, parent, ip - TRACE_INSN_SIZE);
 }
 
 /*
@@ -336,28 +377,49 @@ static void get_buffers(struct trace_thread *th, uint32_t mask, const uintptr_t 
 			th->nobuf_session[id] = session;
 	}
 	if ((mask_all & TRACER_BIT(TRACER_LOOP)) && parent && trace_is_handler(*parent) &&
-	    buf_ready(th->bufs[TRACER_LOOP], TRACER_LOOP) && th->bufs[TRACER_LOOP]->inside)
-		trace_loop_flush(th->bufs[TRACER_LOOP]);
+	    buf_ready(th->bufs[TRACER_LOOP], TRACER_LOOP) && th->bufs[TRACER_LOOP]->inside &&
+	    trace_tracers[TRACER_LOOP]->flush)
+		trace_tracers[TRACER_LOOP]->flush(th->bufs[TRACER_LOOP]);
 	th->in_hook = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
 }
 
-/* First traced call of this thread in some tracer's session: get its buffers. */
-int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+/* the buffers that the call at @site needs, got with signals blocked */
+static void entry_buffers(uintptr_t site, const uintptr_t *parent)
 {
-	struct trace_thread *th = &self;
-	uintptr_t site = ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE;
 	uint32_t fast = trace_hot.fast;
-	int ret;
 
-	get_buffers(th,
+	get_buffers(&self,
 		    fast != TRACE_FAST_NONE
 			? TRACER_BIT(TRACE_FAST_ID(fast))
 			: TRACE_WORD_MASK(*trace_site_word(site)) & trace_hot.active,
 		    parent);
+}
+
+/* First traced call of this thread in some tracer's session: get its buffers. */
+int trace_entry_slow(uintptr_t ip, uintptr_t *parent)
+{
+	int ret;
+
+	entry_buffers(ip - TRACE_STUB_CALL_RET + TRACE_STUB_SIZE, parent);
 	ret = trace_entry_hook(ip, parent);
 	/* a stop or a new session in between: not traced this time */
+	return ret == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : ret;
+}
+
+int trace_sample_slow(uintptr_t ip, uintptr_t *parent, uintptr_t ret_tramp)
+{
+	int ret;
+
+	/*
+	 * for trace_real_return: the trampoline says where it is (entry.S
+	 * lies above this file); every thread comes here before its first
+	 * call in the sample form
+	 */
+	__atomic_store_n(&sample_return, ret_tramp, __ATOMIC_RELAXED);
+	entry_buffers(ip - TRACE_INSN_SIZE, parent);
+	ret = trace_sample_hook(ip, parent, ret_tramp);
 	return ret == TRACE_HOOK_SLOW ? TRACE_HOOK_UNTRACED : ret;
 }
 
@@ -470,8 +532,12 @@ uintptr_t trace_real_return(const uintptr_t *slot)
 	for (uint32_t d = th->depth; d > 0; d--) {
 		const struct trace_frame *e = &th->frames[d];
 
-		/* stub + 5 until the stub calls the body, stub + 10 after */
-		if (e->slot == slot && *slot >= e->site - TRACE_STUB_SIZE && *slot < e->site)
+		/*
+		 * stub + 5 until the stub calls the body, stub + 10 after; a
+		 * site in the sample form: trace_return_tramp
+		 */
+		if (e->slot == slot && ((*slot >= e->site - TRACE_STUB_SIZE && *slot < e->site) ||
+					*slot == __atomic_load_n(&sample_return, __ATOMIC_RELAXED)))
 			return e->ret;
 	}
 	return *slot;
@@ -480,4 +546,114 @@ uintptr_t trace_real_return(const uintptr_t *slot)
 unsigned trace_shadow_depth(void)
 {
 	return self.depth;
+}
+
+/* ---- requests: what a thread serves (trace_req.h) ---- */
+
+/*
+ * The graph ring of the calling thread for the current session, got (or
+ * grown) through the slow path if need be; NULL when the thread is not
+ * traced by the graph tracer. Not on a site's path: called around a
+ * request's work.
+ */
+static struct tbuf *req_ring(struct trace_thread *th)
+{
+	struct tbuf *b = th->bufs[TRACER_GRAPH];
+
+	if (buf_ready(b, TRACER_GRAPH) && b->head < b->grow_at)
+		return b;
+	if (!buf_ready(b, TRACER_GRAPH) &&
+	    th->nobuf_session[TRACER_GRAPH] == trace_hot.session[TRACER_GRAPH])
+		return NULL;
+	get_buffers(th, TRACER_BIT(TRACER_GRAPH), NULL);
+	b = th->bufs[TRACER_GRAPH];
+	return buf_ready(b, TRACER_GRAPH) ? b : NULL;
+}
+
+/* a marker's slots (trace_priv.h: TREC_REQ, TREC_REQ_ARG), the guard held */
+static inline void push_mark(struct tbuf *b, uint64_t ts, uint32_t what)
+{
+	tbuf_push(b, ts, TREC_FUNC, TREC_REQ, what);
+}
+
+static inline void push_arg(struct tbuf *b, uint64_t v, uint32_t idx)
+{
+	tbuf_push(b, v, TREC_FUNC, TREC_REQ_ARG, idx);
+}
+
+void trace_req_begin(const struct trace_req *r)
+{
+	struct trace_thread *th = &self;
+	struct tbuf *b;
+	uint64_t now;
+
+	th->req.id = r->id;
+	th->req.flags = r->flags;
+	th->req.buf = NULL;
+	if (!r->id ||
+	    !(__atomic_load_n(&trace_hot.active, __ATOMIC_ACQUIRE) & TRACER_BIT(TRACER_GRAPH)))
+		return;
+	if (trace_hot.req_mode ? !(r->flags & SD_REQ_TRACE_SAMPLED)
+			       : trace_hot.graph_thresh || trace_hot.graph_root)
+		return; /* not chosen; or a graph that keeps slow or rooted calls only */
+	/* a new ring, or one to clear, first: the tracer's own time is not the request's */
+	b = req_ring(th);
+	if (!b)
+		return;
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	now = trace_rdtsc();
+	th->req.buf = b;
+	th->req.session = b->session;
+	th->req.head = b->head;
+	th->req.tsc = now;
+	push_mark(b, now, TREC_REQ_BEGIN | r->opcode | (uint32_t)r->flags << 8);
+	push_arg(b, r->id, 0);
+	push_arg(b, r->oid, 1);
+	push_arg(b, r->queued, 2);
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+	if (trace_hot.req_mode)
+		trace_req_unsampled = 0;
+}
+
+void trace_req_end(int result)
+{
+	struct trace_thread *th = &self;
+	struct tbuf *b = th->req.buf;
+	uint64_t now;
+
+	trace_req_unsampled = 1;
+	th->req.buf = NULL;
+	if (!b || th->bufs[TRACER_GRAPH] != b || b->session != th->req.session ||
+	    !buf_ready(b, TRACER_GRAPH))
+		goto out;
+	th->in_hook = 1;
+	__asm__ volatile("" ::: "memory");
+	now = trace_rdtsc();
+	if (trace_hot.req_slower && now - th->req.tsc < trace_hot.req_slower) {
+		/*
+		 * Faster than --slower-than: give its records back. Only this
+		 * thread writes the ring; a reader that copied some of them
+		 * meanwhile keeps its copy, and records written later over
+		 * these slots carry the laps of their own indexes.
+		 */
+		__atomic_store_n(&b->head, th->req.head, __ATOMIC_RELEASE);
+	} else {
+		push_mark(b, now, TREC_REQ_END | ((uint32_t)result & 0xff));
+		push_arg(b, th->req.id, 0);
+	}
+	__asm__ volatile("" ::: "memory");
+	th->in_hook = 0;
+out:
+	th->req.id = 0;
+	th->req.flags = 0;
+}
+
+uint64_t trace_req_current(uint16_t *flags)
+{
+	const struct trace_thread *th = &self;
+
+	*flags = th->req.flags & SD_REQ_TRACE_SAMPLED;
+	return th->req.id;
 }

@@ -32,7 +32,12 @@ static void loop_exit(struct tbuf *b, struct trace_frame *f, unsigned depth, uin
 	b->inside++; /* to log */
 }
 
-void trace_loop_flush(struct tbuf *b)
+/*
+ * Log the slow handlers counted in @b and not logged yet (b->inside of
+ * them): the hooks call it through the ops on the slow path, at a handler's
+ * entry (the main thread holds no lock there).
+ */
+static void loop_flush(struct tbuf *b)
 {
 	uint64_t head = b->head, n = b->inside;
 
@@ -72,9 +77,9 @@ static void loop_stop(void)
 {
 }
 
-static int loop_read(int fmt, struct trace_out *out)
+static int loop_read(int fmt, struct trace_render *r)
 {
-	return trace_render(TRACER_LOOP, fmt, "loop", out);
+	return trace_render_records(r, TRACER_LOOP, fmt, "loop");
 }
 
 const struct tracer_ops trace_loop_tracer = {
@@ -85,6 +90,7 @@ const struct tracer_ops trace_loop_tracer = {
 	.start = loop_start,
 	.stop = loop_stop,
 	.read = loop_read,
+	.flush = loop_flush,
 };
 
 tracer_register(loop, trace_loop_tracer);

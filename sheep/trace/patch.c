@@ -130,6 +130,79 @@ bool trace_has_wx_mapping(void)
 	return found;
 }
 
+/* ---- the stubs, once at start-up ---- */
+
+/*
+ * What goes at @site - TRACE_STUB_SIZE: the function's stub (see entry.S),
+ * then the site itself as NOP5.
+ */
+static void make_stub(uintptr_t site, uint8_t bytes[TRACE_STUB_SIZE + TRACE_INSN_SIZE])
+{
+	uintptr_t p = site - TRACE_STUB_SIZE;
+	/* each rel32 counts from the end of its instruction, where the next starts */
+	int32_t rel[3] = {
+		(int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(p + TRACE_STUB_CALL_RET)),
+		(int32_t)((intptr_t)(site + TRACE_INSN_SIZE) - (intptr_t)(p + TRACE_STUB_BODY_RET)),
+		(int32_t)((intptr_t)trace_return_tramp - (intptr_t)(p + TRACE_STUB_SIZE - 1)),
+	};
+
+	bytes[0] = 0xe8; /* call trace_entry_tramp */
+	memcpy(bytes + 1, &rel[0], 4);
+	bytes[TRACE_STUB_CALL_RET] = 0xe8; /* call site + 5 */
+	memcpy(bytes + TRACE_STUB_CALL_RET + 1, &rel[1], 4);
+	bytes[TRACE_STUB_BODY_RET] = 0xe9; /* jmp trace_return_tramp */
+	memcpy(bytes + TRACE_STUB_BODY_RET + 1, &rel[2], 4);
+	bytes[TRACE_STUB_SIZE - 1] = 0xcc; /* int3: never reached */
+	memcpy(bytes + TRACE_STUB_SIZE, trace_nop5, TRACE_INSN_SIZE);
+}
+
+/*
+ * Write every stub and turn every site into NOP5. A site already holding
+ * both is fine (a second process image of the same text cannot exist, but a
+ * re-run after a failed init can); anything else is an anomaly: nothing of
+ * it is touched.
+ */
+static int sites_to_nop5(const struct trace_site *sites, size_t nr)
+{
+	uint8_t want[TRACE_STUB_SIZE + TRACE_INSN_SIZE];
+
+	for (size_t i = 0; i < nr; i++) {
+		const uint8_t *p = (const uint8_t *)sites[i].addr;
+
+		make_stub(sites[i].addr, want);
+		if (!memcmp(p - TRACE_STUB_SIZE, want, sizeof(want)))
+			continue;
+		for (int j = -TRACE_STUB_SIZE; j < TRACE_INSN_SIZE; j++)
+			if (p[j] != 0x90) {
+				sd_err("unexpected byte %02x at site %#lx%+d (not 16 + 5 NOPs)",
+				       p[j], (unsigned long)sites[i].addr, j);
+				return -EIO;
+			}
+	}
+	for (size_t i = 0; i < nr; i++) {
+		uintptr_t a = sites[i].addr;
+		int ret;
+
+		make_stub(a, want);
+		ret = trace_text_write(a - TRACE_STUB_SIZE, want, sizeof(want));
+		if (ret < 0) {
+			sd_err("cannot write site %#lx: %s", (unsigned long)a, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int trace_sites_prepare(const struct trace_site *sites, size_t nr)
+{
+	int ret = sites_to_nop5(sites, nr);
+
+	if (ret < 0)
+		return ret;
+	trace_site_on = calloc(nr ? nr : 1, 1);
+	return trace_site_on ? 0 : -ENOMEM;
+}
+
 /* ---- stopping the world ---- */
 
 static void stw_handler(int sig, siginfo_t *si, void *uc)
@@ -323,10 +396,13 @@ static void make_jump(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
 	memcpy(insn + 1, &rel, sizeof(rel));
 }
 
-/* "call trace_func_tramp": an entry-only site, whose return is not hijacked */
-static void make_call(uintptr_t site, uint8_t insn[TRACE_INSN_SIZE])
+/*
+ * "call trace_func_tramp": an entry-only site, whose return is not
+ * hijacked; "call trace_sample_tramp": the sample form (@tramp)
+ */
+static void make_call(uintptr_t site, void (*tramp)(void), uint8_t insn[TRACE_INSN_SIZE])
 {
-	int32_t rel = (int32_t)((intptr_t)trace_func_tramp - (intptr_t)(site + TRACE_INSN_SIZE));
+	int32_t rel = (int32_t)((intptr_t)tramp - (intptr_t)(site + TRACE_INSN_SIZE));
 
 	insn[0] = 0xe8;
 	memcpy(insn + 1, &rel, sizeof(rel));
@@ -338,25 +414,29 @@ static const uint8_t *site_bytes(uintptr_t site, uint8_t state, uint8_t buf[TRAC
 	if (state == TRACE_SITE_STUB)
 		make_jump(site, buf);
 	else if (state == TRACE_SITE_CALL)
-		make_call(site, buf);
+		make_call(site, trace_func_tramp, buf);
+	else if (state == TRACE_SITE_SAMPLE)
+		make_call(site, trace_sample_tramp, buf);
 	else
 		return trace_nop5;
 	return buf;
 }
 
-/* Put NOP5 on every site that holds our jump or call; the world is stopped. */
+/* Put NOP5 on every site that holds our jump or a call; the world is stopped. */
 static int all_off_locked(void)
 {
-	uint8_t jump[TRACE_INSN_SIZE], call[TRACE_INSN_SIZE];
+	uint8_t jump[TRACE_INSN_SIZE], call[TRACE_INSN_SIZE], sample[TRACE_INSN_SIZE];
 	int ret = 0;
 
 	for (size_t i = 0; i < trace_nr_sites; i++) {
 		uintptr_t a = trace_sites[i].addr;
 
 		make_jump(a, jump);
-		make_call(a, call);
+		make_call(a, trace_func_tramp, call);
+		make_call(a, trace_sample_tramp, sample);
 		if (memcmp((void *)a, jump, TRACE_INSN_SIZE) &&
-		    memcmp((void *)a, call, TRACE_INSN_SIZE))
+		    memcmp((void *)a, call, TRACE_INSN_SIZE) &&
+		    memcmp((void *)a, sample, TRACE_INSN_SIZE))
 			continue;
 		if (trace_text_write(a, trace_nop5, TRACE_INSN_SIZE) < 0)
 			ret = -EIO;

@@ -107,8 +107,9 @@ static void add_table(const struct tbuf *b, void *arg)
 	}
 }
 
-static int profile_read(int fmt, struct trace_out *out)
+static int profile_read(int fmt, struct trace_render *r)
 {
+	struct trace_out *out;
 	struct prof_sum sum;
 	char buf[32];
 
@@ -124,6 +125,7 @@ static int profile_read(int fmt, struct trace_out *out)
 		free(sum.hist);
 		return -ENOMEM;
 	}
+	out = trace_render_text(r);
 	for (size_t i = 0; i < sum.nr; i++)
 		sum.ents[i].min = UINT64_MAX;
 	tbuf_for_each(TRACER_PROFILE, add_table, &sum);

@@ -1,5 +1,6 @@
 /*
- * The site table.
+ * The site table, and the site words (one per site, which tracers want it:
+ * the hooks read them).
  *
  * GCC's -fpatchable-function-entry=21,16 leaves sixteen one-byte NOPs just
  * before every function and five at its entry, and lists the address of the
@@ -17,6 +18,8 @@
  * before it become the function's stub (entry.S) at the same time, once
  * for the life of the process: no thread runs them until a site jumps
  * there, and a thread may return into one long after tracing stopped.
+ * Writing them is patch.c's (trace_sites_prepare, which trace_init hands
+ * to trace_sites_init): this file writes no text.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +40,10 @@ const uint8_t trace_nop5[TRACE_INSN_SIZE] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 const struct trace_site *trace_sites;
 size_t trace_nr_sites;
 uintptr_t trace_site_base;
+
+uint32_t *trace_site_words;
+uintptr_t trace_site_words_bias;
+size_t trace_nr_site_words;
 
 static int cmp_addr(const void *a, const void *b)
 {
@@ -61,68 +68,7 @@ static int count_threads(void)
 	return n;
 }
 
-/*
- * What goes at @site - TRACE_STUB_SIZE: the function's stub (see entry.S),
- * then the site itself as NOP5.
- */
-static void make_stub(uintptr_t site, uint8_t bytes[TRACE_STUB_SIZE + TRACE_INSN_SIZE])
-{
-	uintptr_t p = site - TRACE_STUB_SIZE;
-	/* each rel32 counts from the end of its instruction, where the next starts */
-	int32_t rel[3] = {
-		(int32_t)((intptr_t)trace_entry_tramp - (intptr_t)(p + TRACE_STUB_CALL_RET)),
-		(int32_t)((intptr_t)(site + TRACE_INSN_SIZE) - (intptr_t)(p + TRACE_STUB_BODY_RET)),
-		(int32_t)((intptr_t)trace_return_tramp - (intptr_t)(p + TRACE_STUB_SIZE - 1)),
-	};
-
-	bytes[0] = 0xe8; /* call trace_entry_tramp */
-	memcpy(bytes + 1, &rel[0], 4);
-	bytes[TRACE_STUB_CALL_RET] = 0xe8; /* call site + 5 */
-	memcpy(bytes + TRACE_STUB_CALL_RET + 1, &rel[1], 4);
-	bytes[TRACE_STUB_BODY_RET] = 0xe9; /* jmp trace_return_tramp */
-	memcpy(bytes + TRACE_STUB_BODY_RET + 1, &rel[2], 4);
-	bytes[TRACE_STUB_SIZE - 1] = 0xcc; /* int3: never reached */
-	memcpy(bytes + TRACE_STUB_SIZE, trace_nop5, TRACE_INSN_SIZE);
-}
-
-/*
- * Write every stub and turn every site into NOP5. A site already holding
- * both is fine (a second process image of the same text cannot exist, but a
- * re-run after a failed init can); anything else is an anomaly: nothing of
- * it is touched.
- */
-static int sites_to_nop5(const struct trace_site *sites, size_t nr)
-{
-	uint8_t want[TRACE_STUB_SIZE + TRACE_INSN_SIZE];
-
-	for (size_t i = 0; i < nr; i++) {
-		const uint8_t *p = (const uint8_t *)sites[i].addr;
-
-		make_stub(sites[i].addr, want);
-		if (!memcmp(p - TRACE_STUB_SIZE, want, sizeof(want)))
-			continue;
-		for (int j = -TRACE_STUB_SIZE; j < TRACE_INSN_SIZE; j++)
-			if (p[j] != 0x90) {
-				sd_err("unexpected byte %02x at site %#lx%+d (not 16 + 5 NOPs)",
-				       p[j], (unsigned long)sites[i].addr, j);
-				return -EIO;
-			}
-	}
-	for (size_t i = 0; i < nr; i++) {
-		uintptr_t a = sites[i].addr;
-		int ret;
-
-		make_stub(a, want);
-		ret = trace_text_write(a - TRACE_STUB_SIZE, want, sizeof(want));
-		if (ret < 0) {
-			sd_err("cannot write site %#lx: %s", (unsigned long)a, strerror(-ret));
-			return ret;
-		}
-	}
-	return 0;
-}
-
-int trace_sites_init(void)
+int trace_sites_init(int (*prepare)(const struct trace_site *sites, size_t nr))
 {
 	const uintptr_t *start = __start___patchable_function_entries;
 	const uintptr_t *stop = __stop___patchable_function_entries;
@@ -161,18 +107,13 @@ int trace_sites_init(void)
 		nr = j;
 	}
 
-	ret = sites_to_nop5(sites, nr);
+	ret = prepare(sites, nr);
 	if (ret < 0)
 		goto out_unmap;
 	ret = trace_symbols_load(sites, nr);
 	if (ret < 0)
 		sd_warn("no symbols for trace sites: %s", strerror(-ret));
 
-	trace_site_on = calloc(nr ? nr : 1, 1);
-	if (!trace_site_on) {
-		ret = -ENOMEM;
-		goto out_unmap;
-	}
 	trace_nr_site_words = nr ? (sites[nr - 1].addr >> 4) - (sites[0].addr >> 4) + 1 : 1;
 	trace_site_words = calloc(trace_nr_site_words, sizeof(*trace_site_words));
 	if (!trace_site_words) {

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace.h"
 #include "trace_priv.h"
 
 static struct tbuf *tbuf_list;
@@ -92,6 +93,11 @@ void trace_prof_lz_init(void)
 {
 	/* lzcnt of 1 is 63, bsr's answer 0 */
 	trace_prof_lz_is_bsr = trace_prof_lzcnt(1) != 63;
+}
+
+uint64_t trace_clock_ns(void)
+{
+	return trace_tsc_to_ns(trace_rdtsc());
 }
 
 uint64_t trace_tsc_to_ns(uint64_t tsc)
@@ -292,7 +298,7 @@ static uint64_t tbuf_populated(const struct tbuf *b)
 	return sizeof(struct tbuf) + (b->mask + 1) * sizeof(struct trace_rec);
 }
 
-uint64_t tbuf_reclaim(unsigned id)
+uint64_t tbuf_reclaim(unsigned id, bool keep_reusable)
 {
 	uint64_t nr = trace_hot.nr_records[id], max = trace_hot.max_records[id], freed = 0;
 	uint32_t session = trace_hot.session[id];
@@ -300,7 +306,8 @@ uint64_t tbuf_reclaim(unsigned id)
 
 	while ((b = *pp)) {
 		if (b->tracer != id || b->session == session ||
-		    __atomic_load_n(&b->owner, __ATOMIC_ACQUIRE) || tbuf_reusable(b, nr, max)) {
+		    __atomic_load_n(&b->owner, __ATOMIC_ACQUIRE) ||
+		    (keep_reusable && tbuf_reusable(b, nr, max))) {
 			pp = &b->next;
 			continue;
 		}
@@ -318,6 +325,16 @@ void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs)
 	*nr_bufs = 0;
 	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
 		(*nr_bufs)++;
+}
+
+uint64_t tbuf_held(unsigned id)
+{
+	uint64_t n = 0;
+
+	for (struct tbuf *b = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE); b; b = b->next)
+		if (b->tracer == id)
+			n += tbuf_populated(b);
+	return n;
 }
 
 static bool tbuf_current(const struct tbuf *b, unsigned id)
@@ -375,15 +392,20 @@ void tbuf_for_each(unsigned id, void (*fn)(const struct tbuf *b, void *arg), voi
 			fn(b, arg);
 }
 
-/* copy one buffer's valid records, oldest first */
+/*
+ * Copy buffer @b's valid records, oldest first, into pages of their own
+ * (mmap: a large rendering gives its memory back to the system when done).
+ */
 static int snap_one(const struct tbuf *b, struct tbuf_snap *s)
 {
 	uint64_t nr_slots = b->mask + 1;
 	uint64_t h1 = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE), h2, first, n = 0;
 	uint64_t lo = h1 > nr_slots ? h1 - nr_slots : 0;
-	struct trace_rec *out = malloc((h1 - lo ? h1 - lo : 1) * sizeof(*out));
+	size_t len = round_up((h1 - lo ? h1 - lo : 1) * sizeof(struct trace_rec), 4096);
+	struct trace_rec *out =
+	    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (!out)
+	if (out == MAP_FAILED)
 		return -ENOMEM;
 	for (uint64_t i = lo; i < h1; i++) {
 		const struct trace_rec *r = &b->recs[i & b->mask];
@@ -407,6 +429,7 @@ static int snap_one(const struct tbuf *b, struct tbuf_snap *s)
 	memcpy(s->comm, b->comm, sizeof(s->comm));
 	s->comm[sizeof(s->comm) - 1] = '\0';
 	s->recs = out;
+	s->map_len = len;
 	s->nr_recs = n;
 	s->nr_lost = (h1 - n) + b->nr_overflow;
 	return 0;
@@ -432,51 +455,47 @@ static void refresh_comm(struct tbuf_snap *s)
 	memcpy(s->comm, name, sizeof(s->comm));
 }
 
-/*
- * The list only grows at its head: from one load of the head, the buffers
- * are a fixed list. Count them, allocate the array once, then copy each
- * buffer into its slot (or skip it if a new session reset it under us).
- */
-int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps)
+int tbuf_list_current(unsigned id, struct tbuf ***bufs, size_t *nr)
 {
-	struct tbuf *head = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE);
-	struct tbuf_snap *s;
+	struct tbuf *head = __atomic_load_n(&tbuf_list, __ATOMIC_ACQUIRE), **v;
 	size_t n = 0, cap = 0;
 
+	/* the list only grows at its head: from one load of it, a fixed list */
 	for (struct tbuf *b = head; b; b = b->next)
 		cap++;
-	s = calloc(cap ? cap : 1, sizeof(*s));
-	if (!s)
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	if (!v)
 		return -ENOMEM;
-	for (struct tbuf *b = head; b && n < cap; b = b->next) {
-		struct tbuf_snap *d = s + n;
-
-		if (!tbuf_current(b, id))
-			continue;
-		if (snap_one(b, d) < 0) {
-			tbuf_snapshot_free(s, n);
-			return -ENOMEM;
-		}
-		if (tbuf_current(b, id)) {
-			refresh_comm(d);
-			n++;
-		} else {
-			free(d->recs); /* reset under us: dropped */
-			d->recs = NULL;
-		}
-	}
-	/*
-	 * The count first: stored after the array is published, it could
-	 * (for gcc -fanalyzer) overwrite a record pointer in it.
-	 */
-	*nr_snaps = n;
-	*snaps = s;
+	for (struct tbuf *b = head; b && n < cap; b = b->next)
+		if (tbuf_current(b, id))
+			v[n++] = b;
+	*nr = n;
+	*bufs = v;
 	return 0;
 }
 
-void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps)
+int tbuf_snap_one(const struct tbuf *b, unsigned id, struct tbuf_snap *s)
 {
-	for (size_t i = 0; i < nr_snaps; i++)
-		free(snaps[i].recs);
-	free(snaps);
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	if (!tbuf_current(b, id))
+		return -ESTALE;
+	ret = snap_one(b, s);
+	if (ret < 0)
+		return ret;
+	if (!tbuf_current(b, id)) { /* reset under us: dropped */
+		tbuf_snap_release(s);
+		return -ESTALE;
+	}
+	refresh_comm(s);
+	return 0;
+}
+
+void tbuf_snap_release(struct tbuf_snap *s)
+{
+	if (s->recs)
+		munmap(s->recs, s->map_len);
+	s->recs = NULL;
+	s->nr_recs = 0;
 }

@@ -41,11 +41,11 @@ static void thread_stop(void)
 {
 }
 
-static int thread_read(int fmt, struct trace_out *out)
+static int thread_read(int fmt, struct trace_render *r)
 {
 	if (fmt != SD_TRACE_FMT_GRAPH && fmt != SD_TRACE_FMT_CSV)
 		return -EINVAL;
-	return trace_render(TRACER_THREAD, fmt, "thread", out);
+	return trace_render_records(r, TRACER_THREAD, fmt, "thread");
 }
 
 const struct tracer_ops trace_thread_tracer = {

@@ -35,6 +35,12 @@ int trace_init(void);
 int trace_handle_op(const struct sd_req *req, struct sd_rsp *rsp, void *data);
 
 /*
+ * The tracer's clock now: ns on CLOCK_MONOTONIC's scale, the time base of
+ * every trace timestamp. Any thread, no lock (TRACE_CLOCK).
+ */
+uint64_t trace_clock_ns(void);
+
+/*
  * Stop tracing if it runs and put the NOPs back. Called once at shutdown;
  * other threads may still run: a thread inside a traced function still
  * returns through the return trampoline, which stays valid.

@@ -3,16 +3,23 @@
  * unit tests. Nothing here is for the rest of the daemon: it sees trace.h.
  *
  * Pieces, one file each:
- *   site.c     the site table (sorted, read-only once built) and NOP setup
+ *   site.c     the site table (sorted, read-only once built), the site words
  *   symbol.c   function names of the sites, from /proc/self/exe (libelf)
- *   patch.c    stop-the-world and the one primitive that rewrites text
+ *   patch.c    stop-the-world, the one primitive that rewrites text, the stubs
  *   entry.S    the entry and return trampolines (and the per-function stubs)
  *   hook.c     the hot path: shadow stack, recursion guard, dispatch
  *   tbuf.c     per-thread ring buffers, snapshots, the TSC clock
- *   tracer.c   tracer registry
+ *   tracer.c   tracer registry, and trace_hot (what the hooks read)
  *   graph.c    the graph tracer
  *   render.c   output formats (graph, folded, chrome, csv)
  *   control.c  trace_init, trace_handle_op, trace_shutdown
+ *   read.c     READ: the renderings being read
+ *   req.c      request ids, the request mode's choice
+ *   render_req.c the formats that know requests (chrome, events)
+ *
+ * No two files reach each other (tests/unit/layers.sh): site.c gets
+ * patch.c's stub writer from trace_init, the hooks reach a tracer through
+ * its ops only, control.c keeps the built-in tracers linked.
  *
  * Everything in sheep/trace is built without sites. The hot path (hook.c,
  * graph.c and the inline tbuf_push) is also built general-regs-only, so
@@ -25,23 +32,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "internal_proto.h"
 #include "trace_asm.h"
+#include "trace_req.h"
 #include "util.h"
 
 #define TRACE_INSN_SIZE 5
-#define TRACE_MAX_DEPTH 128		  /* shadow stack entries per thread */
+#define TRACE_MAX_DEPTH SD_TRACE_MAX_DEPTH /* shadow stack entries per thread */
 #define TRACE_DEFAULT_BUFFER (1U << 20)	  /* bytes per thread at first */
 #define TRACE_DEFAULT_MAX_BUFFER (64U << 20) /* what a default buffer may grow to */
 #define TRACE_GROW_MARGIN 512 /* records: exits pushed after the last entry's check */
 #define TRACE_MIN_BUFFER 4096
-#define TRACE_MAX_BUFFER (256ULL << 20)
+#define TRACE_MAX_BUFFER SD_TRACE_MAX_BUFFER
 /*
  * What every ring of every tracer may take in all (pages populated, kept
- * for reuse after a stop): a thread that would go past it is not traced in
- * that session, so --buffer-size times the threads cannot eat the memory.
+ * for reading after a stop, until the tracer's next start): a start whose
+ * --buffer-size times the threads would go past it is refused, and a
+ * thread that would go past it (a ring that grows, a thread that came
+ * later) is not traced in that session.
  */
-#define TRACE_MAX_TOTAL (512ULL << 20)
+#define TRACE_MAX_TOTAL SD_TRACE_MAX_TOTAL
 extern uint64_t trace_max_total; /* TRACE_MAX_TOTAL; tests lower it */
 #define TRACE_STW_TIMEOUT_MS 1000
 #define TRACE_MAX_FOLLOWERS 4	   /* cat --follow readers at once (follow.c) */
@@ -61,8 +73,13 @@ extern uintptr_t trace_site_base; /* lowest site address: records hold addr - ba
 
 extern const uint8_t trace_nop5[TRACE_INSN_SIZE];
 
-/* Build the table and turn every 5x0x90 into one NOP5. 0 or -errno. */
-int trace_sites_init(void);
+/*
+ * Build the table, single-threaded, once: @prepare (patch.c's
+ * trace_sites_prepare) writes the stubs and turns every 5x0x90 into one
+ * NOP5 before the table is named and published; its error fails it.
+ * 0 or -errno.
+ */
+int trace_sites_init(int (*prepare)(const struct trace_site *sites, size_t nr));
 /* The site at exactly @addr, or NULL. Lock-free binary search. */
 const struct trace_site *trace_site_find(uintptr_t addr);
 /* Its name, or "0x..." written into @buf. */
@@ -84,10 +101,22 @@ int trace_symbol_range(const char *name, uintptr_t *start, uintptr_t *end);
 #define TRACE_SITE_NOP 0
 #define TRACE_SITE_STUB 1
 #define TRACE_SITE_CALL 2
+/*
+ * a call of trace_sample_tramp: the graph tracer's request mode alone at
+ * the site (a call for a request not chosen costs a thread-local test)
+ */
+#define TRACE_SITE_SAMPLE 3
 extern uint8_t *trace_site_on;
 extern unsigned trace_stw_timeout_ms;
 
 int trace_patch_init(void);
+/*
+ * Write every site's stub and turn every site into NOP5 (trace_sites_init
+ * calls it before other threads exist), and allocate trace_site_on. A site
+ * that holds neither 16 + 5 NOPs nor its stub and NOP5 is an anomaly:
+ * nothing is written. 0 or -errno.
+ */
+int trace_sites_prepare(const struct trace_site *sites, size_t nr);
 /* Write @len bytes of text at @addr; text stays (or returns to) R-X. 0 or -errno. */
 int trace_text_write(uintptr_t addr, const void *buf, size_t len);
 /* Park every other thread in the SIGUSR2 handler. 0, -ETIMEDOUT or -errno. */
@@ -120,6 +149,19 @@ struct trace_rec {
  */
 #define TREC_FUNC 3
 #define TREC_CALLER 1023
+/*
+ * Request markers in a graph ring (trace_req_begin/end): type TREC_FUNC,
+ * which no graph record has. A begin is one TREC_REQ slot (the TSC; site
+ * bits: TREC_REQ_BEGIN | opcode | flags << 8) and three TREC_REQ_ARG slots
+ * whose ts holds the id (site 0), the oid (1) and the TSC when it was
+ * queued (2); an end is one TREC_REQ slot (TREC_REQ_END | result) and the
+ * id (site 0).
+ */
+#define TREC_REQ 1022
+#define TREC_REQ_ARG 1021
+#define TREC_REQ_BEGIN (1U << 24)
+#define TREC_REQ_END (2U << 24)
+#define TREC_REQ_KIND(site) ((site) & (3U << 24))
 
 #define TREC_SITE(w) ((uint32_t)(w))
 #define TREC_TYPE(w) ((unsigned)((w) >> 32) & 3)
@@ -230,6 +272,18 @@ struct trace_hot {
 	uint64_t max_records[TRACE_MAX_TRACERS]; /* what a buffer may grow to */
 	/* profile's fast path: a frame of its current session (trace_frame.key) */
 	uint64_t prof_key;
+	/*
+	 * The graph tracer's request mode (--sample, --vdi, --slower-than):
+	 * its sites call trace_sample_tramp, and only the requests chosen at
+	 * their gateway are recorded (trace_req_unsampled). req_sample: one
+	 * in that many; req_vid: only that VDI's (req_has_vid); req_slower:
+	 * ticks a request's part must take for its records to stay.
+	 */
+	uint32_t req_mode;
+	uint32_t req_sample;
+	uint32_t req_vid;
+	uint32_t req_has_vid;
+	uint64_t req_slower;
 };
 extern struct trace_hot trace_hot;
 
@@ -284,14 +338,19 @@ void tbuf_reap(void);
  * At a start of tracer @id (its session already bumped), with the world
  * stopped and every thread's stale references dropped
  * (trace_thread_drop_stale): free each buffer of @id from an older session
- * that no thread holds, unless a thread of the new session can reuse it
- * as it is (tbuf_reusable). Returns the bytes given back.
+ * that no thread holds, unless @keep_reusable and a thread of the new
+ * session can reuse it as it is (tbuf_reusable). Returns the bytes given
+ * back.
  */
-uint64_t tbuf_reclaim(unsigned id);
+uint64_t tbuf_reclaim(unsigned id, bool keep_reusable);
 /* a buffer of an older session that the new one of its tracer takes as it is */
 bool tbuf_reusable(const struct tbuf *b, uint64_t nr_records, uint64_t max_records);
 /* bytes of ring pages populated (under trace_max_total), buffers on the list */
 void tbuf_memory(uint64_t *bytes, uint32_t *nr_bufs);
+/* bytes of ring pages that tracer @id's buffers hold, every session's */
+uint64_t tbuf_held(unsigned id);
+/* req.c: --sample counts from the first request of the new session */
+void trace_req_reset_count(void);
 /* Counters of tracer @id's current session. */
 void tbuf_counts(unsigned id, uint32_t *nr_threads, uint64_t *nr_events, uint64_t *nr_lost);
 /* Call @fn on each buffer of tracer @id's current session. */
@@ -306,10 +365,20 @@ struct tbuf_snap {
 	uint64_t nr_lost; /* overwritten, torn or not traced (overflow) */
 	size_t nr_recs;
 	struct trace_rec *recs;
+	size_t map_len; /* the pages of recs */
 };
-/* Copy every buffer of tracer @id's current session. 0 or -ENOMEM. */
-int tbuf_snapshot(unsigned id, struct tbuf_snap **snaps, size_t *nr_snaps);
-void tbuf_snapshot_free(struct tbuf_snap *snaps, size_t nr_snaps);
+/*
+ * The buffers of tracer @id's current session, in a new array (free it).
+ * They stay valid until the tracer's next start (or a start that frees a
+ * stopped tracer's rings): control.c ends every rendering then.
+ */
+int tbuf_list_current(unsigned id, struct tbuf ***bufs, size_t *nr);
+/*
+ * Copy the records of @b, if it still is of tracer @id's current session:
+ * 0, -ESTALE (it is not) or -ENOMEM. tbuf_snap_release gives the copy back.
+ */
+int tbuf_snap_one(const struct tbuf *b, unsigned id, struct tbuf_snap *s);
+void tbuf_snap_release(struct tbuf_snap *s);
 
 /* TSC against CLOCK_MONOTONIC, calibrated once */
 void trace_clock_calibrate(void);
@@ -320,6 +389,15 @@ uint64_t trace_tsc_to_ns(uint64_t tsc);
 void trace_entry_tramp(void);
 void trace_return_tramp(void);
 void trace_func_tramp(void);
+void trace_sample_tramp(void);
+/*
+ * the sample form's hooks: @ip is the site + 5, @parent as for
+ * trace_entry_hook, @ret_tramp trace_return_tramp
+ */
+int trace_sample_hook(uintptr_t ip, uintptr_t *parent, uintptr_t ret_tramp);
+int trace_sample_slow(uintptr_t ip, uintptr_t *parent, uintptr_t ret_tramp);
+/* not 0 while the thread serves no request the request mode chose (hook.c) */
+extern __thread uint32_t trace_req_unsampled;
 /* entry-only sites (trace_func_tramp): @ip is the site + 5, @ret the caller */
 int trace_func_hook(uintptr_t ip, uintptr_t ret);
 int trace_func_slow(uintptr_t ip, uintptr_t ret);
@@ -349,6 +427,7 @@ extern uint32_t trace_nr_nobuf[TRACE_MAX_TRACERS];
 /* ---- tracers (tracer.c) ---- */
 
 struct trace_out;
+struct trace_render;
 
 /*
  * One shadow stack entry: what the hooks keep of a traced call whose return
@@ -397,8 +476,10 @@ struct trace_config {
  * exit is NULL for an entry-only tracer (the return is not hijacked for
  * it); @now is the TSC at the return. start, stop and read run on the
  * control path under the trace lock; start returns 0 or -errno; read
- * renders the tracer's current session in format @fmt (SD_TRACE_FMT_*)
- * and returns 0 or -errno (-EINVAL: not a format of this tracer).
+ * sets up @r, a rendering of the tracer's current session in format @fmt
+ * (SD_TRACE_FMT_*): the records' walk (trace_render_records) or a text
+ * made at once (trace_render_text), and returns 0 or -errno (-EINVAL: not
+ * a format of this tracer).
  */
 struct tracer_ops {
 	const char *name;
@@ -407,7 +488,13 @@ struct tracer_ops {
 	void (*exit)(struct tbuf *b, struct trace_frame *f, unsigned depth, uint64_t now);
 	int (*start)(struct trace_config *c);
 	void (*stop)(void);
-	int (*read)(int fmt, struct trace_out *out);
+	int (*read)(int fmt, struct trace_render *r);
+	/*
+	 * optional: the hooks' slow path calls it at a thread's next traced
+	 * entry once the tracer's exit marked its buffer (b->inside), with
+	 * signals blocked and errno saved: there it may log (the loop checker)
+	 */
+	void (*flush)(struct tbuf *b);
 };
 
 /*
@@ -443,7 +530,7 @@ const struct tracer_ops *trace_tracer_by_id(unsigned id);
 
 /*
  * Register tracer @ops from a constructor. tracer_link_<name> lets
- * tracer.c pull a built-in tracer's object out of the static library.
+ * control.c pull a built-in tracer's object out of the static library.
  */
 #define tracer_register(name, ops)                                             \
 	const void *const tracer_link_##name = &(ops);                         \
@@ -711,13 +798,6 @@ static inline __attribute__((always_inline)) bool trace_is_handler(uintptr_t ret
 	return ret >= trace_hot.loop_lo && ret < trace_hot.loop_hi;
 }
 
-/*
- * Log the slow handlers that the loop checker counted in @b and did not log
- * yet (b->inside of them). Slow path only, at a handler's entry (the main
- * thread holds no lock there): it calls the logger.
- */
-void trace_loop_flush(struct tbuf *b);
-
 /* ---- the thread checker (thread.c) ---- */
 
 /* its own rules, used when a start gives no main= or worker= pattern */
@@ -735,6 +815,19 @@ extern const char *const trace_thread_worker_only[];
  */
 int trace_follow(unsigned id, uint64_t *handle, char *buf, size_t len, size_t *out_len);
 
+/* ---- the control path (control.c, read.c) ---- */
+
+/* SD_RES_* of a -errno of the tracer (read.c) */
+int trace_errno_to_res(int err);
+/*
+ * READ of tracer @id (it exists; the format is one of the wire's): start a
+ * rendering at offset 0, or go on with the one req->trace.buffer_size
+ * names (0: the newest). SD_RES_*.
+ */
+int trace_read_op(const struct sd_req *req, struct sd_rsp *rsp, void *data, unsigned id);
+/* end every rendering (a start: the buffers they walk may go) */
+void trace_renderings_end(void);
+
 /* ---- output (render.c) ---- */
 
 struct trace_out {
@@ -746,8 +839,21 @@ struct trace_out {
 
 void tout_printf(struct trace_out *out, const char *fmt, ...) __printf(2, 3);
 void tout_free(struct trace_out *out);
-/* Render a snapshot of tracer @id's records. 0 or -errno. */
-int trace_render(unsigned id, int fmt, const char *tracer_name, struct trace_out *out);
+
+/*
+ * A rendering, read as it is made (render.c): new, then set up by the
+ * tracer's read op, then read in pieces until done, then freed.
+ */
+struct trace_render *trace_render_new(void);
+/* walk tracer @id's records in @fmt (tracer: its name): 0 or -errno (-EINVAL) */
+int trace_render_records(struct trace_render *r, unsigned id, int fmt, const char *tracer);
+/* or a text made at once: what the tracer writes to it is the rendering */
+struct trace_out *trace_render_text(struct trace_render *r);
+/* up to @len bytes more into @buf: how many (0: the end), or -errno */
+ssize_t trace_render_read(struct trace_render *r, char *buf, size_t len);
+/* every byte of it was read */
+bool trace_render_done(const struct trace_render *r);
+void trace_render_free(struct trace_render *r);
 /* "12.3%: a larger --buffer-size keeps them", or "none" */
 void trace_fmt_loss(char *buf, size_t len, uint64_t lost, uint64_t total);
 /* "12.345 us" from ns */

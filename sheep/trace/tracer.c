@@ -2,7 +2,9 @@
  * The tracer registry. A tracer is a const struct tracer_ops registered by
  * tracer_register() from an ELF constructor, in the slot of its id; one with
  * a missing callback or a taken id is refused (and said so on stderr: the
- * log is not open yet).
+ * log is not open yet). With the tracers by id, the state that the hooks
+ * read at every call (trace_hot), written by the control path. Both sit
+ * below the hooks and the buffers, which read them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,15 +15,11 @@
 /* by id; read by the hooks' dispatch */
 const struct tracer_ops *trace_tracers[TRACE_MAX_TRACERS];
 
-/* the built-in tracers: referenced so that the linker keeps their objects */
-extern const void *const tracer_link_graph;
-extern const void *const tracer_link_function;
-extern const void *const tracer_link_profile;
-extern const void *const tracer_link_loop;
-extern const void *const tracer_link_thread;
-const void *const *const trace_builtin_tracers[] = { &tracer_link_graph, &tracer_link_function,
-						     &tracer_link_profile, &tracer_link_loop,
-						     &tracer_link_thread };
+struct trace_hot trace_hot = {
+	.depth_limit = TRACE_MAX_DEPTH,
+	.nr_records = { [0 ... TRACE_MAX_TRACERS - 1] =
+			    TRACE_DEFAULT_BUFFER / sizeof(struct trace_rec) },
+};
 
 int trace_register_tracer(const struct tracer_ops *ops)
 {

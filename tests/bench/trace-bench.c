@@ -6,11 +6,16 @@
  * counts: sites turn IPA-RA off), with -pg -mfentry for uftrace, and with
  * -finstrument-functions and a minimal clock hook (TRACE_BENCH_CLOCK).
  *
- * usage: trace-bench fib|parse N [off|graph|filter|function|profile|thresh]
+ * usage: trace-bench fib|parse N
+ *        [off|graph|filter|function|profile|thresh|unsampled|sampled]
  *   prints: workload=W calls=C ns=T result=R cpu_ns=U (T: wall clock, U: the
  *   thread's CPU time, both of the timed region)
  * "filter" traces every function except the hot one of the workload;
- * "thresh" is graph with a threshold that no call reaches.
+ * "thresh" is graph with a threshold that no call reaches. "unsampled" is
+ * graph's request mode (--sample) on every function while the thread
+ * serves no request it chose: each call costs the sample form's test of a
+ * thread-local flag; "sampled" the same mode inside a chosen request: each
+ * call is recorded through the sample form.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 
 #ifdef TRACE_BENCH_SITES
 #include "trace/trace.h"
+#include "trace/trace_req.h"
 #endif
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -255,6 +261,8 @@ static int start_tracing(const char *mode, int is_fib)
 	static const char fib_filter[] = "\0lex_*\0parse_*\0bench_parse\0bench_run";
 	static const char parse_filter[] = "\0bench_*\0parse_*";
 	static const char thresh[] = "\0threshold=1000000000";
+	static const char unsampled[] = "\0sample=1000000000";
+	static const char sampled[] = "\0sample=1";
 	struct sd_req req = { 0 };
 	struct sd_rsp rsp;
 	char payload[64] = "";
@@ -269,6 +277,9 @@ static int start_tracing(const char *mode, int is_fib)
 	} else if (!strcmp(mode, "thresh")) {
 		len = sizeof(thresh);
 		memcpy(payload, thresh, len);
+	} else if (!strcmp(mode, "unsampled") || !strcmp(mode, "sampled")) {
+		len = mode[0] == 'u' ? sizeof(unsampled) : sizeof(sampled);
+		memcpy(payload, mode[0] == 'u' ? unsampled : sampled, len);
 	} else if (!strcmp(mode, "function") || !strcmp(mode, "profile")) {
 		len = (uint32_t)strlen(mode) + 1;
 		memcpy(payload, mode, len);
@@ -284,6 +295,26 @@ static int start_tracing(const char *mode, int is_fib)
 	if (ret)
 		fprintf(stderr, "trace start: %#x\n", ret);
 	return ret;
+}
+
+/*
+ * "sampled": the thread serves a request the request mode chose (one in 1)
+ * while it runs; "unsampled": none, as a worker between requests
+ */
+static void enter_mode(const char *mode)
+{
+	struct trace_req r = { .opcode = SD_OP_WRITE_OBJ };
+
+	if (strcmp(mode, "sampled"))
+		return;
+	r.id = trace_req_new(false, 0, &r.flags);
+	trace_req_begin(&r);
+}
+
+static void leave_mode(const char *mode)
+{
+	if (!strcmp(mode, "sampled"))
+		trace_req_end(SD_RES_SUCCESS);
 }
 
 static void stop_tracing(void)
@@ -338,10 +369,12 @@ static int bench_ab(int rounds, int is_fib, int n, const char *expr, char **mode
 
 			if (start_tracing(modes[m], is_fib))
 				return 1;
+			enter_mode(modes[m]);
 			bench_run(is_fib, 0, expr);
 			c0 = cpu_ns();
 			bench_run(is_fib, n, expr);
 			c1 = cpu_ns();
+			leave_mode(modes[m]);
 			calls = is_fib ? fib_calls(n) : nr_calls + 2;
 			if (strcmp(modes[m], "off"))
 				stop_tracing();
@@ -378,7 +411,8 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr,
-			"usage: %s fib|parse N [off|graph|filter|function|profile|thresh]\n",
+			"usage: %s fib|parse N "
+			"[off|graph|filter|function|profile|thresh|unsampled|sampled]\n",
 			argv[0]);
 		return 2;
 	}
@@ -394,6 +428,7 @@ int main(int argc, char **argv)
 	}
 	if (trace_init() < 0 || start_tracing(mode, is_fib))
 		return 1;
+	enter_mode(mode);
 #else
 	if (strcmp(mode, "off")) {
 		fprintf(stderr, "this build has no tracer\n");
@@ -411,6 +446,9 @@ int main(int argc, char **argv)
 	r = bench_run(is_fib, n, expr);
 	t1 = now_ns();
 	c1 = cpu_ns();
+#ifdef TRACE_BENCH_SITES
+	leave_mode(mode);
+#endif
 	calls = is_fib ? fib_calls(n) : nr_calls + 2; /* + bench_run, bench_parse */
 	printf("workload=%s calls=%ld ns=%ld result=%ld cpu_ns=%ld\n", argv[1], calls, t1 - t0, r,
 	       c1 - c0);

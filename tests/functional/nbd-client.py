@@ -95,9 +95,15 @@ def main():
         expect_eof(s)
     elif scenario == "oversized-read":
         s, size, _ = go(port, export)
+        # qemu-nbd's answer (nbd-tester-client's integrityhuge): an error,
+        # and the connection goes on
         request(s, CMD_READ, 7, 0, 33 << 20)
         err, cookie, _ = simple_reply(s)
         print("read of 33 MiB: error %d cookie %d" % (err, cookie))
+        request(s, CMD_READ, 8, 0, 4096)
+        err, cookie, data = simple_reply(s, 4096)
+        print("then a read of 4 KiB: error %d cookie %d, %d bytes" % (err, cookie, len(data)))
+        request(s, CMD_DISC, 9, 0, 0)
         expect_eof(s)
     elif scenario == "unknown-command":
         s, size, _ = go(port, export)

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ static const char *const res_names[] = {
 	[SD_RES_ALREADY_FORMATTED] = "ALREADY_FORMATTED",
 	[SD_RES_INVALID_VERSION] = "INVALID_VERSION",
 	[SD_RES_ACCESS_DENIED] = "ACCESS_DENIED",
+	[SD_RES_LOCK_NOT_OWNER] = "LOCK_NOT_OWNER",
 };
 
 const char *res_name(uint32_t result)
@@ -216,6 +218,18 @@ int ctl_new_vdi(const char *name, uint64_t size, uint32_t base, uint32_t snapsho
 	h.vdi.copies = copies;
 	h.vdi.block_size_shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	h.vdi.snapid = snapshot;
+	/*
+	 * PC_EC=D:P: every VDI erasure-coded, as QEMU's driver asks for one
+	 * (redundancy=D:P): copy_policy (D / 2) << 4 | P and copies D + P
+	 */
+	if (getenv("PC_EC")) {
+		unsigned int d = 0, p = 0;
+
+		if (sscanf(getenv("PC_EC"), "%u:%u", &d, &p) == 2) {
+			h.vdi.copy_policy = (uint8_t)(((d / 2) << 4) | p);
+			h.vdi.copies = (uint8_t)(d + p);
+		}
+	}
 	ret = exec_ctl(&h, buf, sizeof(buf), NULL, 0, &rsp);
 	if (ret) {
 		transport_fail("NEW_VDI", ret);
@@ -371,6 +385,55 @@ static int scenario_release(void)
 	return lock_or_release(false);
 }
 
+/*
+ * lock-hold: as QEMU opens a disk, an I/O connection first, then LOCK_VDI
+ * on a control connection that closes; the I/O connection stays open (the
+ * lock is bound to it) until SIGTERM or $PC_HOLD seconds (default 120).
+ * With $PC_IO set, it also reads the inode through the I/O connection.
+ */
+static volatile sig_atomic_t hold_stop;
+
+static void hold_signal(int sig)
+{
+	(void)sig;
+	hold_stop = 1;
+}
+
+static int scenario_lock_hold(void)
+{
+	const char *name = getenv("PC_VDI"), *hold = getenv("PC_HOLD");
+	int io = pc_connect(10000), ret, secs = hold ? atoi(hold) : 120;
+	uint32_t vid = 0;
+
+	if (!name)
+		return fprintf(stderr, "lock-hold: set PC_VDI\n"), 2;
+	if (io < 0)
+		return 1;
+	signal(SIGTERM, hold_signal);
+	ret = ctl_lookup(SD_OP_LOCK_VDI, name, NULL, 0, &vid);
+	if (ret < 0)
+		return 1;
+	printf("LOCK_VDI %s: %s\n", name, res_name((uint32_t)ret));
+	fflush(stdout);
+	if (ret == SD_RES_SUCCESS && getenv("PC_IO")) {
+		struct sd_req h;
+		struct sd_rsp rsp;
+		uint8_t buf[512];
+
+		memset(&h, 0, sizeof(h));
+		h.opcode = SD_OP_READ_OBJ;
+		h.data_length = sizeof(buf);
+		h.obj.oid = vid_to_vdi_oid(vid);
+		if (sd_write_full(io, &h, sizeof(h)) || sd_read_full(io, &rsp, sizeof(rsp)) ||
+		    sd_read_full(io, buf, rsp.data_length))
+			return 1;
+	}
+	for (int i = 0; i < secs * 10 && !hold_stop; i++)
+		usleep(100000);
+	close(io);
+	return 0;
+}
+
 /* FLUSH_VDI for vid on fd, as QEMU sends it (id: the request's), and its result printed */
 static void flush_vdi(int fd, const char *name, uint32_t vid, uint32_t id)
 {
@@ -514,6 +577,7 @@ static const struct {
 	{ "garbage", scenario_garbage },
 	{ "unformatted", scenario_unformatted },
 	{ "lock", scenario_lock },
+	{ "lock-hold", scenario_lock_hold },
 	{ "release", scenario_release },
 	{ "cached-flush", scenario_cached_flush },
 	{ "cached-big", scenario_cached_big },

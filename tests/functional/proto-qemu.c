@@ -462,7 +462,8 @@ static void close_image(struct image *img)
 static void locks(uint32_t snap_vid, uint32_t work_vid)
 {
 	uint32_t vid = 0;
-	int ret;
+	/* QEMU opens its I/O connection before it locks (section 2): the locks are bound to it */
+	int io_fd = pc_connect(30000), ret;
 
 	ret = ctl_lookup(SD_OP_LOCK_VDI, VDI_NAME, SNAP_TAG, 0, &vid);
 	expect("LOCK_VDI by tag '" SNAP_TAG "'", ret, SD_RES_SUCCESS);
@@ -508,12 +509,15 @@ static void locks(uint32_t snap_vid, uint32_t work_vid)
 	}
 	ret = ctl_lookup(SD_OP_LOCK_VDI, "no-such-vdi", NULL, 0, &vid);
 	expect("LOCK_VDI unknown name", ret, SD_RES_NO_VDI);
+	if (io_fd >= 0)
+		close(io_fd);
 }
 
 static void deletes(uint32_t snap_vid, uint32_t work_vid, const char *data)
 {
 	static char obj[4 * MiB];
 	uint8_t *bitmap = malloc(SD_VDI_BITMAP_SIZE);
+	int io_fd = pc_connect(30000); /* the open image's, as in locks() */
 	uint32_t vid = 0, want;
 	int ret;
 
@@ -556,6 +560,8 @@ static void deletes(uint32_t snap_vid, uint32_t work_vid, const char *data)
 	expect("NEW_VDI existing name", ctl_new_vdi(VDI_NAME, VDI_SIZE, 0, 0, 0, &vid),
 	       SD_RES_VDI_EXIST);
 	free(bitmap);
+	if (io_fd >= 0)
+		close(io_fd);
 }
 
 /*
@@ -643,8 +649,9 @@ static void misc_ops(void)
 	     ret == SD_RES_SUCCESS && !memcmp(buf, back, sizeof(buf)) ? "data ok" : "wrong data");
 	check(ret == SD_RES_SUCCESS && !memcmp(buf, back, sizeof(buf)), "vmstate data");
 
-	close(fd);
+	/* QEMU's close (9.8): RELEASE_VDI, then the I/O connection closes */
 	expect("RELEASE_VDI " RAW_NAME, ctl_release(RAW_NAME, vid), SD_RES_SUCCESS);
+	close(fd);
 out:
 	free(ino);
 }

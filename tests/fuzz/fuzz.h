@@ -26,12 +26,14 @@ void fuzz_fail(const char *file, int line, const char *what) __attribute__((nore
 /* a private directory for the daemon's state, made once: its path */
 const char *fuzz_sheep_dir(void);
 /*
- * sys.dir, the log (to /dev/null), the plain store, group and vdi state;
+ * the daemon's directory, the log (to /dev/null), the plain store, group and vdi state;
  * formatted: the only member of a formatted cluster (copies 1) at epoch 1,
  * through a cluster driver that delivers every message back at once
  */
 void fuzz_sheep_setup(bool formatted);
 /* remove every object file the store holds (after an input wrote some) */
 void fuzz_store_wipe(void);
+/* serve again after an input that asked the daemon to stop */
+void fuzz_daemon_reset(void);
 
 #endif

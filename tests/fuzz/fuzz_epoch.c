@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* a restarted node: what it finds on disk */
 	forget_all();
 	write_disk(&rsp, logs, n);
-	if (group_init() == 0) {
+	if (group_init(fuzz_sheep_dir()) == 0) {
 		check_format_state();
 		ret = group_read_epoch_logs(back, MAX_LOGS);
 		FUZZ_ASSERT(ret >= 0 && ret <= MAX_LOGS);

@@ -18,19 +18,19 @@
 
 static int nr_events;
 
-void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
+static void on_joined(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
 	FUZZ_ASSERT(nr >= 0 && nr <= SD_MAX_NODES);
 	nr_events++;
 }
 
-void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+static void on_left(const struct sd_node *left, const struct sd_node *members, int nr)
 {
 	FUZZ_ASSERT(nr >= 0 && nr <= SD_MAX_NODES);
 	nr_events++;
 }
 
-void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
+static void on_notified(const struct sd_node *sender, const void *msg, size_t len)
 {
 	FUZZ_ASSERT(len <= CDRV_MAX_MSG_LEN);
 	if (len) /* the whole message is readable (ASan checks this read) */
@@ -38,9 +38,16 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 	nr_events++;
 }
 
+static const struct cdrv_events fuzz_events = {
+	.joined = on_joined,
+	.left = on_left,
+	.notified = on_notified,
+};
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	sd_log_init("/dev/null", SDOG_DEBUG, "sheep");
+	events = &fuzz_events; /* local.c's, as its init would set it */
 	scan_buf = malloc(CDRV_MAX_MSG_LEN);
 	deliver_buf = malloc(CDRV_MAX_MSG_LEN);
 	log_fd = memfd_create("local-log", MFD_CLOEXEC);

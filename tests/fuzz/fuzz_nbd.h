@@ -19,6 +19,8 @@
 
 #include "fuzz.h"
 #include "fuzz_vdi.h"
+#include "ops.h"
+#include "ordered.h"
 
 #define FUZZ_NBD_ALPHA_SIZE (16U << 20)
 /* the harness's --max-inflight-bytes */
@@ -82,7 +84,7 @@ static uint8_t *fuzz_nbd_run(const uint8_t *in, size_t size, size_t *out_len)
 	fuzz_nbd_new_vdi("beta", 8U << 20, 0);
 
 	/* what listen_handler does for a connection it accepted */
-	c = conn_init(sv[0]);
+	c = conn_init(NULL, sv[0]);
 	FUZZ_ASSERT(c);
 	c->refcnt++; /* ours: c stays readable after it closes */
 
@@ -263,8 +265,9 @@ static int fuzz_nbd_next(const uint8_t *in, size_t in_len, size_t *ip, struct nb
 		return 0;
 	case NBD_CMD_READ:
 	case NBD_CMD_WRITE:
-		if (e->length > NBD_MAX_PAYLOAD) /* a write's payload cannot be skipped */
-			return e->type == NBD_CMD_WRITE ? -1 : 2;
+		/* a write's payload is not skipped: closed; a read gets EINVAL */
+		if (e->length > NBD_MAX_PAYLOAD && e->type == NBD_CMD_WRITE)
+			return -1;
 		if (e->type == NBD_CMD_WRITE) {
 			if (in_len - *ip < e->length)
 				return 0; /* a short payload: no reply */

@@ -11,6 +11,7 @@
  */
 #include "../../sheep/vdi.c"
 #include "fuzz_vdi.h"
+#include "ordered.h"
 
 #include "fuzz.h"
 
@@ -28,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!msg)
 		return 0;
 	memcpy(msg, data, size);
-	sys.shutting_down = false;
+	fuzz_daemon_reset();
 	ordered_deliver(msg, size, 2);
 	free(msg);
 	fuzz_store_wipe();

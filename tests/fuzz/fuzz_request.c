@@ -87,8 +87,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(out);
 		return 0;
 	}
-	sys.shutting_down = false;
-	ci = client_init(sv[0], &ss);
+	fuzz_daemon_reset();
+	ci = client_init(NULL, sv[0], &ss);
 	FUZZ_ASSERT(ci);
 	ci->refcnt++; /* ours: ci stays readable after it closes */
 	for (int rounds = 0; rounds < 100000; rounds++) {

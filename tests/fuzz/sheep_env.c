@@ -15,15 +15,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "cluster/cluster.h"
 #include "event.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "join.h"
+#include "ordered.h"
+#include "peer_io.h"
+#include "recovery.h"
+#include "request.h"
+#include "daemon.h"
+#include "ops.h"
+#include "ops_exec.h"
+#include "vdi.h"
+#include "work.h"
 #include "store/store.h"
 
 #include "fuzz.h"
 
-struct sheep_config sys;
-struct work_queue *io_wq, *cluster_wq, *peer_wq, *fetch_wq, *trace_wq;
 
 struct work_queue {
 	const char *name;
@@ -83,9 +93,38 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 	return 0;
 }
 
-void sheep_request_shutdown(void)
+/* daemon.c's, with a reset: an input may ask for a shutdown, the next one is served */
+static bool stopping;
+
+bool daemon_stopping(void)
 {
-	sys.shutting_down = true;
+	return stopping;
+}
+
+void daemon_stop(int status)
+{
+	stopping = true;
+}
+
+int daemon_exit_status(void)
+{
+	return 0;
+}
+
+void daemon_set_stop_handler(void (*fn)(void))
+{
+}
+
+uint64_t daemon_conn_id(void)
+{
+	static uint64_t last;
+
+	return ++last;
+}
+
+void fuzz_daemon_reset(void)
+{
+	stopping = false;
 }
 
 /*
@@ -97,14 +136,17 @@ static struct sd_node self = {
 	.nid = { .addr = { [10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1 }, .port = 7000 },
 };
 
-static int single_init(const char *option)
+static const struct cdrv_events *single_events;
+
+static int single_init(const char *option, const struct cdrv_events *events)
 {
+	single_events = events;
 	return 0;
 }
 
 static int single_join(const struct sd_node *myself)
 {
-	sd_join_handler(myself, myself, 1);
+	single_events->joined(myself, myself, 1);
 	return 0;
 }
 
@@ -117,7 +159,7 @@ static int single_notify(const void *msg, size_t len)
 {
 	if (len > CDRV_MAX_MSG_LEN)
 		return -EMSGSIZE;
-	sd_notify_handler(&self, msg, len);
+	single_events->notified(&self, msg, len);
 	return 0;
 }
 
@@ -197,35 +239,36 @@ void fuzz_sheep_setup(bool formatted)
 	if (done)
 		return;
 	done = true;
-	sys.dir = fuzz_sheep_dir();
+	const char *dir = fuzz_sheep_dir();
+
 	atexit(remove_dir);
 	if (formatted)
 		write_config();
 	/* the news the layers below send up, registered as sheep.c does */
-	group_set_news(&(struct group_news){ .joined = recovery_join,
+	group_set_news(&(struct group_news){ .joined = join_start,
 					     .epoch_changed = recovery_kick,
 					     .node_left = peer_abort_node,
 					     .serving = request_join_done });
 	group_set_deliver(ordered_deliver);
-	recovery_set_join_done(request_join_done);
-	ordered_set_done(request_done);
 	/* every level, so that each message is formatted; nothing is kept */
 	if (sd_log_init("/dev/null", SDOG_DEBUG, "sheep") || ev_init(64) ||
-	    store_init("plain", sys.dir) || group_init() || vdi_init()) {
-		fprintf(stderr, "fuzz: cannot set up a daemon in %s\n", sys.dir);
+	    store_init("plain", dir) || group_init(dir) || vdi_init()) {
+		fprintf(stderr, "fuzz: cannot set up a daemon in %s\n", dir);
 		abort();
 	}
-	io_wq = wq_create("io", 1);
-	cluster_wq = wq_create("cluster", 1);
-	peer_wq = wq_create("peer", 1);
-	fetch_wq = wq_create("fetch", 1);
-	trace_wq = wq_create("trace", 1);
+	if (ops_exec_init(
+		1, &(struct ops_answer){ .done = request_done, .early = request_reply_early })) {
+		fprintf(stderr, "fuzz: cannot set up the op queues\n");
+		abort();
+	}
+	ordered_init(ops_queue(OP_ORDERED), get_sd_op, request_ordered_done);
 	if (recovery_init()) {
 		fprintf(stderr, "fuzz: cannot set up recovery\n");
 		abort();
 	}
+	join_init(ops_queue(OP_CLUSTER), recovery_queue(), request_join_done);
 	/* formatted: a member of its own cluster, at epoch 1, its ring itself */
-	if (formatted && group_join(&single_driver, &self)) {
+	if (formatted && group_join(&single_driver, NULL, &self)) {
 		fprintf(stderr, "fuzz: cannot join a cluster of one\n");
 		abort();
 	}

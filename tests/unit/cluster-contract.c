@@ -50,12 +50,12 @@ static void log_line(const char *verb, const struct sd_node *node, const struct 
 		abort();
 }
 
-void sd_join_handler(const struct sd_node *joined, const struct sd_node *members, int nr)
+static void on_joined(const struct sd_node *joined, const struct sd_node *members, int nr)
 {
 	log_line("join", joined, members, nr);
 }
 
-void sd_leave_handler(const struct sd_node *left, const struct sd_node *members, int nr)
+static void on_left(const struct sd_node *left, const struct sd_node *members, int nr)
 {
 	if (left->nid.port == self.nid.port) {
 		log_line("evicted", NULL, members, nr);
@@ -64,7 +64,7 @@ void sd_leave_handler(const struct sd_node *left, const struct sd_node *members,
 	log_line("leave", left, members, nr);
 }
 
-void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len)
+static void on_notified(const struct sd_node *sender, const void *msg, size_t len)
 {
 	char line[256];
 	int n;
@@ -75,10 +75,17 @@ void sd_notify_handler(const struct sd_node *sender, const void *msg, size_t len
 		abort();
 }
 
-void sd_quorum_lost_handler(void)
+static void on_quorum_lost(void)
 {
 	log_line("quorum-lost", NULL, NULL, 0);
 }
+
+static const struct cdrv_events events = {
+	.joined = on_joined,
+	.left = on_left,
+	.notified = on_notified,
+	.quorum_lost = on_quorum_lost,
+};
 
 static void run_command(const char *cmd)
 {
@@ -161,7 +168,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "event loop: %m\n");
 		return 1;
 	}
-	ret = drv->init(NULL);
+	ret = drv->init(NULL, &events);
 	if (!ret)
 		ret = drv->join(&self);
 	if (ret) {

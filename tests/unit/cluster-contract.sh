@@ -3,18 +3,21 @@
 # processes (cluster-contract) join, broadcast, die and leave, and every
 # member must record the same sequence of events.
 #
-# usage: cluster-contract.sh BIN DRIVER[:OPTION] WORKDIR [STOP_BOUND_MS]
+# usage: cluster-contract.sh BIN DRIVER[:OPTION] WORKDIR [STOP_BOUND_MS [KILL_BOUND_MS]]
 #
 # With STOP_BOUND_MS, a member is also stopped with SIGSTOP: the others
 # must see it leave within that bound, and the member, once continued,
 # must find itself evicted (drivers with their own liveness check).
+# KILL_BOUND_MS (default 1000) bounds how long a member killed with -9
+# takes to be seen leaving: a driver that learns of a death only when a
+# session expires (zookeeper) gives its session timeout and a margin.
 set -u
 
 BIN=$1
 SPEC=$2
 W=$3
 STOP_MS=${4:-}
-KILL_MS=1000
+KILL_MS=${5:-1000}
 FAILED=0
 PORTS=""
 

@@ -47,5 +47,17 @@ if [ -n "$dups" ]; then
 	fail=1
 fi
 [ "$n" -gt 40 ] || { echo "FAIL: only $n codes found: wrong source tree?"; fail=1; }
+# a man page that gives a code's value names it ("result 0xA1,
+# SD_RES_ACCESS_DENIED"): the value is the header's (sheep.8 said 0xA0)
+tr '\n' ' ' <"$top/man/sheep.8" | grep -oE 'result 0x[0-9A-Fa-f]+, *SD_RES_[A-Z0-9_]+' |
+	sed 's/result //; s/, */ /' >"$T/man"
+[ -s "$T/man" ] || { echo "FAIL: sheep.8 gives no result code with its name"; fail=1; }
+while read -r value name; do
+	def=$(awk -v n="$name" '$2 == n { print tolower($3) }' "$T/defs")
+	if [ "$def" != "$(echo "$value" | tr 'A-F' 'a-f')" ]; then
+		echo "FAIL: sheep.8 says $name is $value, include/ says ${def:-nothing}"
+		fail=1
+	fi
+done <"$T/man"
 [ $fail -eq 0 ] && echo "ok: $n result codes, each defined once in include/ with a message"
 exit $fail

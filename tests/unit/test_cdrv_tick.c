@@ -17,9 +17,10 @@
 
 static int nr_catch_up;
 
-static int fake_init(const char *option)
+static int fake_init(const char *option, const struct cdrv_events *events)
 {
 	(void)option;
+	(void)events;
 	return 0;
 }
 

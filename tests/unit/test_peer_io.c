@@ -25,8 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+#include "internal_proto.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "peer_io.h"
+#include "stat.h"
 
 #define BIG (64U << 20) /* far more than two sockets' buffers hold */
 

@@ -24,8 +24,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "net.h"
-#include "sheep_priv.h"
+#include "deleted.h"
+#include "group.h"
+#include "replica.h"
+#include "stat.h"
+#include "vdi_table.h"
 #include "store/store.h"
 
 /* ---- the layers above, stubbed: a ring of this node and one peer ---- */
@@ -61,6 +67,12 @@ int vdi_copies(uint32_t vid)
 {
 	(void)vid;
 	return 2;
+}
+
+uint8_t vdi_copy_policy(uint32_t vid)
+{
+	(void)vid;
+	return 0; /* replicated */
 }
 
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
@@ -324,6 +336,73 @@ START_TEST(test_write_missing_fetches_it)
 }
 END_TEST
 
+/* the plain store, the writes it made counted: a durable one is one with sync */
+static const struct store_driver *plain;
+static int nr_writes, nr_creates, nr_durable;
+
+static int counted_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	int ret = plain->write(oid, buf, len, off, sync);
+
+	if (ret == SD_RES_SUCCESS) { /* not the first try that finds no object */
+		__atomic_fetch_add(&nr_writes, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&nr_durable, sync, __ATOMIC_RELAXED);
+	}
+	return ret;
+}
+
+static int counted_create(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len,
+			  uint64_t off, bool sync)
+{
+	__atomic_fetch_add(&nr_creates, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&nr_durable, sync, __ATOMIC_RELAXED);
+	return plain->create_and_write(oid, cow_oid, buf, len, off, sync);
+}
+
+/*
+ * A data object fetched for a write is stored with the write applied, in
+ * one durable create (not the copy's create and then the write's write,
+ * two fsyncs on the path of the epoch change's first writes), and durable
+ * even for a write without sync: it holds the copy's acknowledged bytes.
+ */
+START_TEST(test_write_missing_one_durable_create)
+{
+	static struct store_driver counting;
+	uint64_t oid = FETCH_OID(3);
+	char *back = malloc(FETCH_SIZE), *want = malloc(FETCH_SIZE);
+
+	plain = sd_store;
+	counting = *plain;
+	counting.write = counted_write;
+	counting.create_and_write = counted_create;
+	sd_store = &counting;
+	for (int sync = 1; sync >= 0; sync--) {
+		uint64_t o = oid + (uint64_t)sync;
+
+		peer_holds(sync ? 'S' : 'N');
+		nr_writes = nr_creates = nr_durable = 0;
+		ck_assert_int_eq(replica_write(o, "hello", 5, FETCH_SIZE - 5, sync), SD_RES_SUCCESS);
+		ck_assert_int_eq(__atomic_load_n(&nr_fetches, __ATOMIC_ACQUIRE), 1);
+		ck_assert_msg(nr_creates == 1 && nr_writes == 0, "creates %d writes %d durable %d", nr_creates, nr_writes, nr_durable);
+		ck_assert_int_eq(nr_durable, 1);
+		ck_assert_int_eq(nr_writes, 0);
+		ck_assert_int_eq(plain->read(o, back, FETCH_SIZE, 0), SD_RES_SUCCESS);
+		memset(want, sync ? 'S' : 'N', FETCH_SIZE);
+		memcpy(want + FETCH_SIZE - 5, "hello", 5);
+		ck_assert_int_eq(first_diff(back, want), -1);
+	}
+	/* past the object's end: refused, nothing fetched or stored */
+	peer_holds('P');
+	ck_assert_int_eq(replica_write(oid + 2, "hello", 5, FETCH_SIZE - 4, true),
+			 SD_RES_INVALID_PARMS);
+	ck_assert_int_eq(__atomic_load_n(&nr_fetches, __ATOMIC_ACQUIRE), 0);
+	ck_assert(!plain->exist(oid + 2));
+	sd_store = plain;
+	free(want);
+	free(back);
+}
+END_TEST
+
 START_TEST(test_write_missing_nowhere)
 {
 	uint64_t oid = FETCH_OID(2), deleted = vid_to_data_oid(DELETED_VID, 2);
@@ -413,6 +492,7 @@ int main(void)
 	tcase_add_test(tc, test_lock_per_object);
 	tcase_add_test(tc, test_racing_creates_all_land);
 	tcase_add_test(tc, test_write_missing_fetches_it);
+	tcase_add_test(tc, test_write_missing_one_durable_create);
 	tcase_add_test(tc, test_write_missing_nowhere);
 	tcase_add_test(tc, test_write_races_create);
 	suite_add_tcase(s, tc);

@@ -161,6 +161,51 @@ START_TEST(test_determinism)
 }
 END_TEST
 
+/*
+ * A gateway (SD_NODE_GATEWAY) is on no ring: the others' placement is the
+ * one they have without it, and its zone counts for nothing.
+ */
+START_TEST(test_gateway)
+{
+	struct sd_node nodes[4], storing[3];
+	struct sd_ring with, without;
+	int a[3], b[3];
+
+	for (int i = 0; i < 4; i++)
+		make_node(&nodes[i], 7000 + i, (uint32_t)i);
+	nodes[1].flags = SD_NODE_GATEWAY;
+	nodes[1].nr_vnodes = 0;
+	storing[0] = nodes[0];
+	storing[1] = nodes[2];
+	storing[2] = nodes[3];
+	ck_assert_int_eq(ring_build(&with, nodes, 4), 0);
+	ck_assert_int_eq(ring_build(&without, storing, 3), 0);
+	ck_assert_int_eq(with.nr_nodes, 3);
+	ck_assert_int_eq(with.nr_zones, 3);
+	ck_assert_int_eq(with.nr_vnodes, 3 * SD_DEFAULT_VNODES);
+	ck_assert_int_eq(ring_find_node(&with, &nodes[1].nid), -1);
+	ck_assert_int_eq(ring_find_node(&with, &nodes[2].nid), 1);
+	for (int i = 0; i < NR_OIDS; i++) {
+		int n = ring_map(&with, test_oid(i), 3, a);
+
+		ck_assert_int_eq(n, 3);
+		ck_assert_int_eq(ring_map(&without, test_oid(i), 3, b), 3);
+		ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+	}
+	/* more copies than storing nodes: as many as they are */
+	ck_assert_int_eq(ring_map(&with, test_oid(0), 4, a), 3);
+	ring_free(&with);
+	ring_free(&without);
+
+	/* only gateways: an empty ring */
+	nodes[0].flags = SD_NODE_GATEWAY;
+	ck_assert_int_eq(ring_build(&with, nodes, 2), 0);
+	ck_assert_int_eq(with.nr_nodes, 0);
+	ck_assert_int_eq(ring_map(&with, test_oid(0), 1, a), 0);
+	ring_free(&with);
+}
+END_TEST
+
 START_TEST(test_empty)
 {
 	struct sd_ring ring;
@@ -186,6 +231,7 @@ int main(void)
 	tcase_add_test(tc, test_stability);
 	tcase_add_test(tc, test_determinism);
 	tcase_add_test(tc, test_empty);
+	tcase_add_test(tc, test_gateway);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

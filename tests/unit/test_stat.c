@@ -12,8 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal_proto.h"
 #include "event.h"
-#include "sheep_priv.h"
+#include "lock.h"
+#include "metrics.h"
+#include "work.h"
 #include "stat.h"
 #include "util.h"
 

@@ -459,22 +459,34 @@ START_TEST(test_formats)
 	ck_assert_int_eq(tt_count(chrome, "thread_name"), 1);
 	ck_assert_ptr_nonnull(strstr(chrome, "\"displayTimeUnit\":\"ns\"}"));
 
-	/* chunks of one snapshot put together are the snapshot */
+	/*
+	 * Chunks of one rendering put together are the rendering: its size
+	 * is unknown (UINT64_MAX) until the chunk that ends it, which says it;
+	 * then the rendering is gone (a read on asks for a new one).
+	 */
 	graph = tt_read(SD_TRACE_FMT_GRAPH);
 	req.trace.format = SD_TRACE_FMT_GRAPH;
 	ck_assert_int_eq(tt_op(SD_OP_TRACE_READ, &req, chunk, sizeof(chunk), &rsp),
 			 SD_RES_SUCCESS);
-	ck_assert_uint_eq(rsp.trace.total_length, strlen(graph));
+	ck_assert_uint_eq(rsp.trace.total_length, UINT64_MAX);
 	gen = rsp.trace.generation;
-	while (rsp.data_length) {
+	for (;;) {
 		ck_assert(!memcmp(graph + len, chunk, rsp.data_length));
 		len += rsp.data_length;
+		if (rsp.trace.total_length != UINT64_MAX)
+			break;
+		ck_assert_uint_eq(rsp.data_length, sizeof(chunk));
 		req.trace.offset = len;
+		req.trace.buffer_size = gen; /* the rendering read on */
 		ck_assert_int_eq(tt_op(SD_OP_TRACE_READ, &req, chunk, sizeof(chunk), &rsp),
 				 SD_RES_SUCCESS);
 		ck_assert_uint_eq(rsp.trace.generation, gen);
 	}
+	ck_assert_uint_eq(rsp.trace.total_length, strlen(graph));
 	ck_assert_uint_eq(len, strlen(graph));
+	req.trace.offset = len;
+	ck_assert_int_eq(tt_op(SD_OP_TRACE_READ, &req, chunk, sizeof(chunk), &rsp),
+			 SD_RES_INVALID_PARMS);
 	free(folded);
 	free(chrome);
 	free(graph);

@@ -13,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logger.h"
+#include "internal_proto.h"
 #include "proto_util.h"
-#include "sheep_priv.h"
+#include "group.h"
+#include "stat.h"
 #include "vdi_table.h"
 
 /* the cluster's copies, as group.c would answer: the table falls back on them */

@@ -72,21 +72,25 @@ char *tt_read_tracer(int fmt, uint32_t tracer)
 {
 	struct sd_req req = { 0 };
 	struct sd_rsp rsp;
-	size_t chunk = 4096, len = 0;
+	size_t chunk = 4096, len = 0, cap = 0;
 	char *text = NULL;
 
 	for (;;) {
-		char *t = realloc(text, len + chunk + 1);
+		/* doubled, not grown by a chunk: a large trace read in small chunks */
+		if (len + chunk + 1 > cap) {
+			char *t = realloc(text, cap = 2 * (len + chunk + 1));
 
-		if (!t)
-			goto out_free;
-		text = t;
+			if (!t)
+				goto out_free;
+			text = t;
+		}
 		req.trace.format = (uint32_t)fmt;
 		req.trace.tracer_flags = tracer;
 		req.trace.offset = len;
 		if (tt_op(SD_OP_TRACE_READ, &req, text + len, (uint32_t)chunk, &rsp) !=
 		    SD_RES_SUCCESS)
 			goto out_free;
+		req.trace.buffer_size = rsp.trace.generation; /* the rendering read on */
 		len += rsp.data_length;
 		if (len >= rsp.trace.total_length || !rsp.data_length)
 			break;

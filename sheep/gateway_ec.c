@@ -1,0 +1,526 @@
+/*
+ * The gateway's erasure-coded objects (gateway_ec.h): a data object of a
+ * VDI whose copy_policy names D:P is D data strips and P parity strips
+ * (lib/ec.c), strip i stored under its own oid (ec_strip_oid) on the i-th
+ * node that the ring of the current epoch names for the object.
+ *
+ * - A read asks the data strips it needs (only the in-strip range the
+ *   client's bytes cover) of the nodes that should hold them, all at once
+ *   (the peer fan-out, each node its own request), then a strip not found
+ *   there of every other node (a strip stays where it was written until
+ *   recovery moves it). A strip that no node serves is rebuilt from D
+ *   others (parity first), the same range of each.
+ * - A write reads the whole stripe (rebuilding as a read does), applies the
+ *   client's bytes, encodes the parity and writes every strip whole to its
+ *   node, all at once (CREATE_AND_WRITE_PEER: creates it, or overwrites
+ *   it; this node's strip is written while the others travel). A write of
+ *   the whole object skips the read. Writes of one object through this
+ *   gateway are serialized by a per-object lock; two gateways writing the
+ *   same object at once are not (a VDI has one writer: its lock). With
+ *   fewer nodes than D + P a write fails (SD_RES_HALT), as a replicated
+ *   one does with fewer nodes than copies.
+ * - A write is not atomic across the strips: a crash or a failed strip
+ *   write in the middle leaves some strips old and some new (a torn
+ *   stripe), which a later rebuild from a mix would turn into wrong bytes.
+ *   The write fails then, and the client's retry rewrites the stripe; the
+ *   versioning that would detect a torn stripe after a crash is not built
+ *   (man sheep.8).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "ec.h"
+#include "logger.h"
+#include "util.h"
+#include "internal_proto.h"
+#include "gateway_ec.h"
+#include "group.h"
+#include "peer_io.h"
+#include "replica.h"
+#include "vdi_table.h"
+#include "store/store.h"
+
+#define EC_RETRY_MS 10000
+#define EC_RETRY_SLEEP_MS 50
+#define EC_NR_LOCKS 64
+
+static pthread_mutex_t codec_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ec_codec *codecs[SD_EC_MAX_DATA / 2 + 1][SD_EC_MAX_PARITY + 1];
+static pthread_mutex_t obj_locks[EC_NR_LOCKS] = { [0 ... EC_NR_LOCKS - 1] =
+							  PTHREAD_MUTEX_INITIALIZER };
+
+/* the coding tables of D:P, made once and kept */
+static const struct ec_codec *codec_get(int d, int p)
+{
+	struct ec_codec *c;
+
+	pthread_mutex_lock(&codec_lock);
+	c = codecs[d / 2][p];
+	if (!c) {
+		c = malloc(sizeof(*c));
+		if (c && ec_codec_init(c, d, p)) {
+			free(c);
+			c = NULL;
+		}
+		codecs[d / 2][p] = c;
+	}
+	pthread_mutex_unlock(&codec_lock);
+	return c;
+}
+
+static bool retryable(int ret)
+{
+	return ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER || ret == SD_RES_NETWORK;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void strip_req(struct sd_req *rq, const struct epoch_ring *er, uint8_t opcode,
+		      uint64_t soid, uint32_t len, uint64_t off, bool sync)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->proto_ver = SD_SHEEP_PROTO_VER;
+	rq->opcode = opcode;
+	rq->epoch = er->epoch;
+	rq->data_length = len;
+	rq->obj.oid = soid;
+	rq->obj.offset = off;
+	if (opcode != SD_OP_READ_PEER)
+		rq->flags = SD_FLAG_CMD_WRITE;
+	if (!sync)
+		rq->flags |= SD_FLAG_CMD_CACHE;
+}
+
+/* this node's part of a strip I/O: the store itself */
+static int local_strip_io(uint8_t opcode, uint64_t soid, void *buf, uint32_t len, uint64_t off,
+			  bool sync)
+{
+	if (opcode == SD_OP_READ_PEER)
+		return sd_store->read(soid, buf, len, off);
+	return replica_create_and_write(soid, buf, len, off, off, len, sync);
+}
+
+/* one strip I/O: a strip, the ring node that it goes to or comes from, the result */
+struct strip_io {
+	int node;
+	uint64_t soid;
+	void *buf;
+	int ret;
+};
+
+struct local_part {
+	struct strip_io *io;
+	uint8_t opcode;
+	uint32_t len;
+	uint64_t off;
+	bool sync;
+};
+
+static bool local_step(void *arg)
+{
+	struct local_part *l = arg;
+
+	l->io->ret = local_strip_io(l->opcode, l->io->soid, l->io->buf, l->len, l->off, l->sync);
+	return false;
+}
+
+/*
+ * The strip I/Os of ios[nr] (each on its own node) at once: every remote
+ * one a request of the fan-out, this node's done while they travel.
+ */
+static void strips_at_once(const struct epoch_ring *er, uint8_t opcode, struct strip_io *ios,
+			   int nr, uint32_t len, uint64_t off, bool sync)
+{
+	struct sd_req rqs[SD_EC_MAX_STRIPS];
+	struct peer_call calls[SD_EC_MAX_STRIPS];
+	struct strip_io *remote[SD_EC_MAX_STRIPS];
+	struct local_part l = { NULL, opcode, len, off, sync };
+	struct peer_work w = { local_step, &l, false };
+	int nr_calls = 0;
+
+	for (int i = 0; i < nr; i++) {
+		if (ios[i].node == er->local_idx) {
+			l.io = &ios[i];
+			continue;
+		}
+		strip_req(&rqs[nr_calls], er, opcode, ios[i].soid, len, off, sync);
+		calls[nr_calls] = (struct peer_call){ .nid = &er->ring.nodes[ios[i].node].nid,
+						      .rq = &rqs[nr_calls],
+						      .wdata = ios[i].buf };
+		if (opcode == SD_OP_READ_PEER) {
+			calls[nr_calls].rdata = ios[i].buf;
+			calls[nr_calls].rlen = len;
+		}
+		remote[nr_calls++] = &ios[i];
+	}
+	peer_fanout_work(nr_calls ? &rqs[0] : &(struct sd_req){ 0 }, NULL, calls, nr_calls,
+			 l.io ? &w : NULL);
+	for (int i = 0; i < nr_calls; i++) {
+		remote[i]->ret = calls[i].result;
+		if (opcode == SD_OP_READ_PEER && calls[i].result == SD_RES_SUCCESS &&
+		    calls[i].rsp.data_length != len)
+			remote[i]->ret = SD_RES_EIO;
+	}
+}
+
+/* one strip I/O to ring node node */
+static int strip_io(const struct epoch_ring *er, int node, uint8_t opcode, uint64_t soid,
+		    void *buf, uint32_t len, uint64_t off, bool sync)
+{
+	struct strip_io io = { node, soid, buf, SD_RES_SUCCESS };
+
+	strips_at_once(er, opcode, &io, 1, len, off, sync);
+	return io.ret;
+}
+
+/*
+ * Strip i's range [off, off + len) from any node but the one that should
+ * hold it (home: its answer, already had). SD_RES_NO_OBJ when every node
+ * answered that it has none; an epoch mismatch wins over other failures
+ * (worth a retry).
+ */
+static int read_strip_elsewhere(const struct epoch_ring *er, const int *idx, int n, uint64_t oid,
+				int i, void *buf, uint32_t len, uint64_t off, int home)
+{
+	uint64_t soid = ec_strip_oid(oid, i);
+	int ret = home, r;
+
+	for (int node = 0; node < er->ring.nr_nodes; node++) {
+		if (i < n && node == idx[i])
+			continue;
+		r = strip_io(er, node, SD_OP_READ_PEER, soid, buf, len, off, true);
+		if (r == SD_RES_SUCCESS)
+			return r;
+		if (retryable(r) || (ret == SD_RES_NO_OBJ && !retryable(ret)))
+			ret = r;
+	}
+	return ret;
+}
+
+/* strip i: from the node that should hold it, then from any other */
+static int read_strip(const struct epoch_ring *er, const int *idx, int n, uint64_t oid, int i,
+		      void *buf, uint32_t len, uint64_t off)
+{
+	int ret = SD_RES_NO_OBJ;
+
+	if (i < n) {
+		ret = strip_io(er, idx[i], SD_OP_READ_PEER, ec_strip_oid(oid, i), buf, len, off,
+			       true);
+		if (ret == SD_RES_SUCCESS)
+			return ret;
+	}
+	return read_strip_elsewhere(er, idx, n, oid, i, buf, len, off, ret);
+}
+
+struct stripe {
+	const struct ec_codec *c;
+	uint8_t *s[SD_EC_MAX_STRIPS]; /* each len bytes: the strips' range [off, off + len) */
+	bool have[SD_EC_MAX_STRIPS];
+	uint32_t len;
+	uint64_t off;
+};
+
+/*
+ * Fill the strips in want (a bit per strip) of st, reading them or, when
+ * some cannot be read, reading others until D are had and rebuilding.
+ */
+static int gather(const struct epoch_ring *er, uint64_t oid, struct stripe *st, uint32_t want)
+{
+	int d = st->c->d, n = d + st->c->p, idx[SD_MAX_NODES], nr_have = 0, nr_home = 0;
+	int nr = ring_map(&er->ring, oid, n, idx), ret = SD_RES_SUCCESS, r;
+	struct strip_io home[SD_EC_MAX_STRIPS];
+	int home_ret[SD_EC_MAX_STRIPS];
+	bool missing = false;
+
+	memset(st->have, 0, sizeof(st->have));
+	/* the strips wanted, each from the node that should hold it, all at once */
+	for (int i = 0; i < n; i++) {
+		home_ret[i] = SD_RES_NO_OBJ;
+		if ((want & (1U << i)) && i < nr)
+			home[nr_home++] = (struct strip_io){ idx[i], ec_strip_oid(oid, i), st->s[i] };
+	}
+	strips_at_once(er, SD_OP_READ_PEER, home, nr_home, st->len, st->off, true);
+	for (int k = 0; k < nr_home; k++)
+		home_ret[ec_oid_strip(home[k].soid)] = home[k].ret;
+	/* then the wanted ones not found there, parity, the other data strips */
+	for (int pass = 0; pass < 3; pass++) {
+		for (int i = 0; i < n; i++) {
+			bool wanted = want & (1U << i);
+
+			if (st->have[i] || (pass == 0 && !wanted) ||
+			    (pass == 1 && (wanted || i < d)) || (pass == 2 && (wanted || i >= d)))
+				continue;
+			if (pass > 0 && (!missing || nr_have >= d))
+				break;
+			if (pass == 0)
+				r = home_ret[i] == SD_RES_SUCCESS
+					    ? SD_RES_SUCCESS
+					    : read_strip_elsewhere(er, idx, nr, oid, i, st->s[i],
+								   st->len, st->off, home_ret[i]);
+			else
+				r = read_strip(er, idx, nr, oid, i, st->s[i], st->len, st->off);
+			if (r == SD_RES_SUCCESS) {
+				st->have[i] = true;
+				nr_have++;
+				continue;
+			}
+			if (wanted)
+				missing = true;
+			if (r != SD_RES_NO_OBJ && (ret == SD_RES_SUCCESS || retryable(r)))
+				ret = r;
+		}
+	}
+	if (!missing)
+		return SD_RES_SUCCESS;
+	if (nr_have >= d)
+		return ec_reconstruct(st->c, st->len, st->s, st->have) ? SD_RES_NO_MEM
+								       : SD_RES_SUCCESS;
+	/* no strip anywhere: the object does not exist */
+	if (!nr_have && ret == SD_RES_SUCCESS)
+		return SD_RES_NO_OBJ;
+	if (ret == SD_RES_SUCCESS) {
+		sd_err("%016" PRIx64 ": %d strip(s) of %d found, %d needed", oid, nr_have, n, d);
+		ret = SD_RES_EIO;
+	}
+	return ret;
+}
+
+static void stripe_free(struct stripe *st)
+{
+	for (int i = 0; i < SD_EC_MAX_STRIPS; i++)
+		free(st->s[i]);
+}
+
+static int stripe_alloc(struct stripe *st, const struct ec_codec *c, uint32_t len, uint64_t off)
+{
+	memset(st, 0, sizeof(*st));
+	st->c = c;
+	st->len = len;
+	st->off = off;
+	for (int i = 0; i < c->d + c->p; i++) {
+		st->s[i] = malloc(len ? len : 1);
+		if (!st->s[i]) {
+			stripe_free(st);
+			return SD_RES_NO_MEM;
+		}
+	}
+	return SD_RES_SUCCESS;
+}
+
+/* run fn on the newest ring, again on an epoch mismatch until EC_RETRY_MS pass */
+static int with_ring(int (*fn)(const struct epoch_ring *er, void *arg), void *arg)
+{
+	uint64_t deadline = sd_now_ns() + (uint64_t)EC_RETRY_MS * 1000000;
+	uint32_t last_epoch = 0;
+	int ret, pause_ms = 1;
+
+	for (;;) {
+		struct epoch_ring *er = group_ring_get();
+
+		if (!er)
+			return SD_RES_NO_MEM;
+		ret = fn(er, arg);
+		if (last_epoch && er->epoch != last_epoch)
+			deadline = sd_now_ns() + (uint64_t)EC_RETRY_MS * 1000000;
+		last_epoch = er->epoch;
+		group_ring_put(er);
+		if (!retryable(ret) || sd_now_ns() > deadline || daemon_stopping())
+			break;
+		/* as gateway.c's retries: a newer ring is waited for, other failures pause */
+		if (ret == SD_RES_OLD_NODE_VER && group_wait_epoch(last_epoch, EC_RETRY_SLEEP_MS))
+			continue;
+		sleep_ms(pause_ms);
+		pause_ms = min_t(int, pause_ms * 2, EC_RETRY_SLEEP_MS);
+	}
+	if (retryable(ret))
+		ret = SD_RES_EIO; /* clients know nothing of peers */
+	return ret;
+}
+
+struct read_ctx {
+	uint64_t oid;
+	struct stripe st;
+	uint32_t want;
+};
+
+static int read_fn(const struct epoch_ring *er, void *arg)
+{
+	struct read_ctx *r = arg;
+
+	return gather(er, r->oid, &r->st, r->want);
+}
+
+static uint32_t obj_len(uint8_t shift)
+{
+	return UINT32_C(1) << shift;
+}
+
+int gateway_ec_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int d, int p,
+		    uint8_t shift)
+{
+	const struct ec_codec *c = codec_get(d, p);
+	uint32_t sl = ec_strip_len(obj_len(shift), d), k0, k1, lo = UINT32_MAX, hi = 0;
+	struct read_ctx r = { .oid = oid };
+	int ret;
+
+	if (!c || !sl)
+		return SD_RES_NO_MEM;
+	if (!len)
+		return SD_RES_SUCCESS;
+	if (off + len > obj_len(shift))
+		return SD_RES_INVALID_PARMS;
+	k0 = (uint32_t)(off / sl);
+	k1 = (uint32_t)((off + len - 1) / sl);
+	/* the in-strip window that every touched strip's part of the read lies in */
+	for (uint32_t k = k0; k <= k1; k++) {
+		uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl) - (uint64_t)k * sl;
+		uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl) - (uint64_t)k * sl;
+
+		lo = min_t(uint32_t, lo, (uint32_t)a);
+		hi = max_t(uint32_t, hi, (uint32_t)b);
+		r.want |= 1U << k;
+	}
+	ret = stripe_alloc(&r.st, c, hi - lo, lo);
+	if (ret)
+		return ret;
+	ret = with_ring(read_fn, &r);
+	if (ret == SD_RES_SUCCESS)
+		for (uint32_t k = k0; k <= k1; k++) {
+			uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl);
+			uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl);
+
+			memcpy((char *)buf + (a - off), r.st.s[k] + (a - (uint64_t)k * sl - lo),
+			       b - a);
+		}
+	stripe_free(&r.st);
+	return ret;
+}
+
+struct write_ctx {
+	uint64_t oid;
+	struct stripe *st;
+	bool sync;
+};
+
+/* every strip whole to the node that the ring names for it, all at once */
+static int write_fn(const struct epoch_ring *er, void *arg)
+{
+	struct write_ctx *w = arg;
+	int n = w->st->c->d + w->st->c->p, idx[SD_MAX_NODES], ret = SD_RES_SUCCESS;
+	struct strip_io ios[SD_EC_MAX_STRIPS];
+
+	if (ring_map(&er->ring, w->oid, n, idx) < n)
+		return SD_RES_HALT;
+	for (int i = 0; i < n; i++)
+		ios[i] = (struct strip_io){ idx[i], ec_strip_oid(w->oid, i), w->st->s[i] };
+	strips_at_once(er, SD_OP_CREATE_AND_WRITE_PEER, ios, n, w->st->len, 0, w->sync);
+	for (int i = 0; i < n; i++)
+		if (ios[i].ret != SD_RES_SUCCESS && (ret == SD_RES_SUCCESS || retryable(ios[i].ret)))
+			ret = ios[i].ret;
+	return ret;
+}
+
+/* the stripe an object starts from when it does not exist: zeros, or its COW source */
+static int fresh_stripe(struct stripe *st, uint64_t cow_oid, uint32_t size, gw_ec_read_fn read_src)
+{
+	uint32_t sl = st->len;
+	char *whole;
+	int ret;
+
+	if (!cow_oid) {
+		for (int i = 0; i < st->c->d; i++)
+			memset(st->s[i], 0, sl);
+		return SD_RES_SUCCESS;
+	}
+	whole = malloc(size);
+	if (!whole)
+		return SD_RES_NO_MEM;
+	ret = read_src(cow_oid, whole, size);
+	for (int i = 0; ret == SD_RES_SUCCESS && i < st->c->d; i++)
+		memcpy(st->s[i], whole + (size_t)i * sl, sl);
+	free(whole);
+	return ret == SD_RES_SUCCESS ? ret : SD_RES_BASE_VDI_READ;
+}
+
+int gateway_ec_write(uint64_t oid, uint64_t cow_oid, gw_ec_read_fn read_src, const void *buf,
+		     uint32_t len, uint64_t off, bool create, bool sync, int d, int p, uint8_t shift)
+{
+	const struct ec_codec *c = codec_get(d, p);
+	uint32_t size = obj_len(shift), sl = ec_strip_len(size, d);
+	pthread_mutex_t *lock = &obj_locks[(oid ^ (oid >> 32)) % EC_NR_LOCKS];
+	struct read_ctx r = { .oid = oid, .want = (1U << d) - 1 };
+	struct write_ctx w = { .oid = oid, .st = &r.st, .sync = sync };
+	int ret;
+
+	if (!c || !sl)
+		return SD_RES_NO_MEM;
+	if (off + len > size)
+		return SD_RES_INVALID_PARMS;
+	ret = stripe_alloc(&r.st, c, sl, 0);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(lock);
+	/* the whole object written: nothing of the old stripe survives, no read */
+	if (off == 0 && len == size && !cow_oid)
+		ret = SD_RES_SUCCESS;
+	else
+		ret = with_ring(read_fn, &r);
+	if (ret == SD_RES_NO_OBJ && create)
+		ret = fresh_stripe(&r.st, cow_oid, size, read_src);
+	if (ret)
+		goto out_unlock;
+	for (uint32_t k = (uint32_t)(off / sl); len && k <= (off + len - 1) / sl; k++) {
+		uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl);
+		uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl);
+
+		memcpy(r.st.s[k] + (a - (uint64_t)k * sl), (const char *)buf + (a - off), b - a);
+	}
+	ec_encode(c, sl, r.st.s, r.st.s + d);
+	ret = with_ring(write_fn, &w);
+	if (ret)
+		sd_err("%016" PRIx64 ": stripe write failed (%s): its strips may disagree", oid,
+		       sd_strerror(ret));
+out_unlock:
+	pthread_mutex_unlock(lock);
+	stripe_free(&r.st);
+	return ret;
+}
+
+int gateway_ec_rebuild_strip(uint64_t soid, void *buf, uint32_t *len)
+{
+	uint64_t oid = ec_base_oid(soid);
+	int i = ec_oid_strip(soid), d, p;
+	const struct ec_codec *c;
+	struct read_ctx r = { .oid = oid };
+	uint8_t shift;
+	bool snapshot;
+	int ret;
+
+	if (i < 0 || !ec_policy_to_dp(vdi_copy_policy(oid_to_vid(oid)), &d, &p) || i >= d + p)
+		return SD_RES_INVALID_PARMS;
+	if (vdi_lookup_attr(oid_to_vid(oid), &shift, &snapshot) != SD_RES_SUCCESS)
+		return SD_RES_NO_VDI;
+	c = codec_get(d, p);
+	*len = ec_strip_len(obj_len(shift), d);
+	if (!c || !*len)
+		return SD_RES_NO_MEM;
+	ret = stripe_alloc(&r.st, c, *len, 0);
+	if (ret)
+		return ret;
+	r.want = 1U << i;
+	ret = with_ring(read_fn, &r);
+	if (ret == SD_RES_SUCCESS)
+		memcpy(buf, r.st.s[i], *len);
+	stripe_free(&r.st);
+	return ret;
+}

@@ -1,0 +1,314 @@
+/*
+ * The plain store's object files (plain.h): their names, the cache of
+ * their descriptors, copies and the publication of a new file under its
+ * name. The floor below plain.c and plain_dir.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "internal_proto.h"
+#include "util.h"
+#include "plain.h"
+
+struct obj_name obj_name(uint64_t oid)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct obj_name n;
+
+	for (int i = 15; i >= 0; i--, oid >>= 4)
+		n.s[i] = hex[oid & 0xf];
+	n.s[16] = '\0';
+	return n;
+}
+
+/*
+ * The descriptor cache of durable direct writes and of reads: a 4 KiB
+ * write or read spent two syscalls and a path lookup on openat and close
+ * around its pwrite or pread. A slot is one oid and one kind (FD_WRITE:
+ * O_DIRECT|O_DSYNC, FD_READ: buffered, read-only). Set associative (a set
+ * per hash of the oid, both kinds in it, LRU within it), under one lock,
+ * bounded (FD_SETS x fd_ways descriptors, fewer under a low descriptor
+ * limit). A user holds a reference; a slot dropped while in use is dead
+ * (never found again) and closed by its last user.
+ *
+ * Never a stale descriptor: plain_remove, stale_all, a create's publish
+ * and init drop the oid's descriptor after they change the directory, and
+ * bump fd_gen, so that a descriptor opened before the change by a user
+ * that missed is used once and not cached. A write (read) through a
+ * descriptor taken before a concurrent remove lands on (reads) the removed
+ * file, as one that opened the file just before the remove would. A file
+ * unlinked behind the daemon's back (an operator) is found by its link
+ * count on each hit: the user then opens the name again, and misses as it
+ * should.
+ */
+#define FD_SETS 32
+#define FD_MAX_WAYS 8
+
+struct fd_slot {
+	uint64_t oid;
+	uint64_t used; /* fd_clock at the last use: LRU within the set */
+	int fd;	       /* -1: free */
+	int refs;
+	enum fd_kind kind;
+	bool dead;
+};
+
+static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fd_slot fd_cache[FD_SETS][FD_MAX_WAYS] = {
+	[0 ... FD_SETS - 1] = { [0 ... FD_MAX_WAYS - 1] = { .fd = -1 } }
+};
+static int fd_ways; /* set by plain_init from the descriptor limit */
+static uint64_t fd_gen, fd_clock;
+
+static struct fd_slot *fd_cache_set(uint64_t oid)
+{
+	return fd_cache[(oid * UINT64_C(0x9e3779b97f4a7c15)) >> 59 & (FD_SETS - 1)];
+}
+
+/* fd_lock held: drop a slot; its descriptor, to close after the unlock, or -1 */
+static int fd_drop(struct fd_slot *sl)
+{
+	int fd = sl->fd;
+
+	if (fd < 0 || sl->dead)
+		return -1;
+	if (sl->refs) {
+		sl->dead = true; /* its last user closes it */
+		return -1;
+	}
+	sl->fd = -1;
+	return fd;
+}
+
+void fd_forget(uint64_t oid, bool all)
+{
+	int close_fds[FD_SETS * FD_MAX_WAYS], n = 0;
+
+	pthread_mutex_lock(&fd_lock);
+	fd_gen++;
+	for (int i = 0; i < FD_SETS; i++) {
+		struct fd_slot *set = fd_cache[i];
+
+		if (!all && set != fd_cache_set(oid))
+			continue;
+		for (int w = 0; w < FD_MAX_WAYS; w++) {
+			int fd;
+
+			if (!all && set[w].oid != oid)
+				continue;
+			fd = fd_drop(&set[w]);
+			if (fd >= 0)
+				close_fds[n++] = fd;
+		}
+	}
+	pthread_mutex_unlock(&fd_lock);
+	while (n--)
+		close(close_fds[n]);
+}
+
+/*
+ * A read descriptor does not update the access time: a read after a write
+ * would otherwise write the inode (relatime), and read_cached must not
+ * wait for the journal. O_NOATIME needs the files' owner: without it, the
+ * reads update the time as any reader's would.
+ */
+static int open_kind(int dfd, uint64_t oid, enum fd_kind kind)
+{
+	int flags = kind == FD_READ ? O_RDONLY | O_NOATIME : O_WRONLY | O_DIRECT | O_DSYNC;
+	int fd = openat(dfd, obj_name(oid).s, flags | O_CLOEXEC);
+
+	if (fd < 0 && errno == EPERM && kind == FD_READ)
+		fd = openat(dfd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* the cached descriptor of oid of that kind, taken (fd_put gives it back), or -1 */
+int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	struct fd_slot *set = fd_cache_set(oid);
+	int fd = -1;
+
+	*slotp = NULL;
+	pthread_mutex_lock(&fd_lock);
+	for (int w = 0; w < fd_ways; w++) {
+		struct fd_slot *sl = &set[w];
+
+		if (sl->fd < 0 || sl->dead || sl->oid != oid || sl->kind != kind)
+			continue;
+		sl->refs++;
+		sl->used = ++fd_clock;
+		fd = sl->fd;
+		*slotp = sl;
+		break;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	return fd;
+}
+
+/*
+ * A descriptor of oid of that kind in the directory dfd (its disk's: the
+ * caller holds md_get, and whatever moves an object drops its
+ * descriptors), and its slot (NULL: not cached, the caller closes it;
+ * fd_put does either): fd, or -errno of the open
+ */
+int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	struct fd_slot *set = fd_cache_set(oid), *victim = NULL, *sl;
+	int fd, old = -1;
+	uint64_t gen;
+	struct stat st;
+
+	fd = fd_find(oid, kind, &sl);
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink) {
+		*slotp = sl;
+		return fd;
+	}
+	pthread_mutex_lock(&fd_lock);
+	if (fd >= 0) { /* unlinked behind our back: forget it, and look the name up again */
+		sl->refs--;
+		old = fd_drop(sl);
+	}
+	gen = fd_gen;
+	pthread_mutex_unlock(&fd_lock);
+	*slotp = NULL;
+	if (old >= 0)
+		close(old);
+	old = -1;
+	fd = open_kind(dfd, oid, kind);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&fd_lock);
+	/* not if the directory changed meanwhile, or another writer cached it first */
+	for (int w = 0; gen == fd_gen && w < fd_ways; w++) {
+		struct fd_slot *sl = &set[w];
+
+		if (sl->fd >= 0 && !sl->dead && sl->oid == oid && sl->kind == kind) {
+			victim = NULL;
+			break;
+		}
+		if (sl->fd < 0)
+			victim = sl;
+		else if (!sl->refs && !sl->dead &&
+			 (!victim || (victim->fd >= 0 && sl->used < victim->used)))
+			victim = sl;
+	}
+	if (gen == fd_gen && victim) {
+		old = victim->fd;
+		victim->fd = fd;
+		victim->oid = oid;
+		victim->kind = kind;
+		victim->refs = 1;
+		victim->dead = false;
+		victim->used = ++fd_clock;
+		*slotp = victim;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	if (old >= 0)
+		close(old);
+	return fd;
+}
+
+void fd_put(struct fd_slot *sl, int fd)
+{
+	if (!sl) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&fd_lock);
+	if (--sl->refs || !sl->dead)
+		fd = -1;
+	else {
+		sl->fd = -1;
+		sl->dead = false;
+	}
+	pthread_mutex_unlock(&fd_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* a few descriptors per 256 of the limit, at most FD_SETS x FD_MAX_WAYS */
+static int fd_ways_for_limit(void)
+{
+	struct rlimit rl;
+	uint64_t n;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	n = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+	/* a descriptor in 8 at most: the connections and the peers come first */
+	n /= 8 * FD_SETS;
+	return n > FD_MAX_WAYS ? FD_MAX_WAYS : (int)n;
+}
+
+int err_to_res(int err)
+{
+	switch (err) {
+	case ENOENT:
+		return SD_RES_NO_OBJ;
+	case ENOSPC:
+	case EDQUOT:
+		return SD_RES_NO_SPACE;
+	default:
+		return SD_RES_EIO;
+	}
+}
+
+/* copy the file src into fd: 0 or -errno */
+int plain_copy_fd(int src, int fd)
+{
+	char *buf;
+	int ret = 0;
+	off_t off = 0;
+
+	buf = malloc(1 << 20);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = pread(src, buf, 1 << 20, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		ret = sd_pwrite_full(fd, buf, n, off);
+		if (ret)
+			break;
+		off += n;
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * Move tmp to name unless name exists: 0, -EEXIST, or -errno. One syscall
+ * where the filesystem has RENAME_NOREPLACE, a link and an unlink where not.
+ */
+int plain_publish(int dfd, const char *tmp, const char *name)
+{
+	if (renameat2(dfd, tmp, dfd, name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(dfd, tmp, dfd, name, 0) < 0)
+		return -errno;
+	unlinkat(dfd, tmp, 0);
+	return 0;
+}
+
+
+void fd_cache_init(void)
+{
+	/* another directory, or this one again: no descriptor of before is valid */
+	fd_forget(0, true);
+	fd_ways = fd_ways_for_limit();
+}

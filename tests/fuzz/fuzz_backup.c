@@ -1,0 +1,119 @@
+/*
+ * The backup stream decoder (collie/backup_format.c), as vdi restore runs
+ * it: the header, then every record to the end record.
+ *
+ * Input: byte 0 is the mode, the rest the stream. Mode bit 0 set: before
+ * decoding, the harness signs the stream again (the header's checksum and
+ * the chain of record checksums, following each record's stored_len), so
+ * that mutations reach the checks behind the checksums.
+ *
+ * Invariants: every record the decoder returns lies inside the VDI and its
+ * object, in increasing order; a DATA record's payload fits the buffer;
+ * the decoder ends (0) only once, and only after an END record.
+ */
+#include <stdlib.h>
+#include <string.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "../../collie/backup_format.h"
+#include "fuzz.h"
+#include "sheepdog_proto.h"
+
+#define MAX_OBJ (1U << SD_MAX_BLOCK_SIZE_SHIFT)
+
+struct input {
+	const uint8_t *data;
+	size_t len, pos;
+};
+
+static ssize_t in_read(void *arg, void *buf, size_t len)
+{
+	struct input *in = arg;
+	size_t n = len < in->len - in->pos ? len : in->len - in->pos;
+
+	memcpy(buf, in->data + in->pos, n);
+	in->pos += n;
+	return (ssize_t)n;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* the checksums made right again, as an encoder would have written them */
+static void resign(uint8_t *s, size_t len)
+{
+	uint64_t prev;
+	size_t pos = BK_HEADER_LEN;
+
+	if (len < BK_HEADER_LEN)
+		return;
+	prev = XXH3_64bits(s, BK_HEADER_LEN - 8);
+	put_le64(s + BK_HEADER_LEN - 8, prev);
+	while (len - pos >= BK_RECORD_LEN) {
+		uint32_t stored = get_le32(s + pos + 20);
+		size_t payload =
+		    stored < len - pos - BK_RECORD_LEN ? stored : len - pos - BK_RECORD_LEN;
+		XXH3_state_t st;
+
+		XXH3_64bits_reset_withSeed(&st, prev);
+		XXH3_64bits_update(&st, s + pos, BK_RECORD_LEN - 8);
+		XXH3_64bits_update(&st, s + pos + BK_RECORD_LEN, payload);
+		prev = XXH3_64bits_digest(&st);
+		put_le64(s + pos + BK_RECORD_LEN - 8, prev);
+		pos += BK_RECORD_LEN + payload;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static uint8_t *buf;
+	struct input in;
+	struct bk_reader r;
+	struct bk_record rec;
+	uint8_t *copy;
+	uint64_t next = 0;
+	int ret;
+
+	if (!size)
+		return 0;
+	if (!buf)
+		buf = malloc(MAX_OBJ);
+	copy = malloc(size);
+	if (!buf || !copy) {
+		free(copy);
+		return 0;
+	}
+	memcpy(copy, data + 1, size - 1);
+	if (data[0] & 1)
+		resign(copy, size - 1);
+	in = (struct input){ .data = copy, .len = size - 1 };
+	ret = bk_reader_open(&r, in_read, &in);
+	while (!ret) {
+		ret = bk_reader_next(&r, &rec, buf, MAX_OBJ);
+		if (ret != 1)
+			break;
+		uint64_t start = ((uint64_t)rec.idx << r.hdr.block_size_shift) + rec.offset;
+
+		FUZZ_ASSERT(rec.type == BK_DATA || rec.type == BK_ZERO);
+		FUZZ_ASSERT(rec.length && rec.offset + (uint64_t)rec.length <= r.obj_size);
+		FUZZ_ASSERT(start >= next && start + rec.length <= r.hdr.vdi_size);
+		next = start + rec.length;
+		ret = 0;
+	}
+	if (ret == 0) {
+		FUZZ_ASSERT(r.ended && in.pos == in.len);
+		FUZZ_ASSERT(bk_reader_next(&r, &rec, buf, MAX_OBJ) == 0);
+	}
+	bk_reader_close(&r);
+	free(copy);
+	return 0;
+}
