@@ -29,6 +29,7 @@
 
 #include "internal_proto.h"
 #include "daemon.h"
+#include "ec.h"
 #include "gateway.h"
 #include "group.h"
 #include "peer_io.h"
@@ -176,7 +177,7 @@ int vdi_copies(uint32_t vid)
 	return 0; /* unknown: the cluster's */
 }
 
-/* every VDI here is replicated: the erasure-coded path (gateway_ec.c) is not taken */
+/* the VDIs here are replicated unless a test's attr names D:P (gateway_ec.c) */
 static int nr_policy_lookups; /* the table asked for a VDI's scheme */
 
 uint8_t vdi_copy_policy(uint32_t vid)
@@ -189,7 +190,7 @@ uint8_t vdi_copy_policy(uint32_t vid)
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 {
 	(void)vid;
-	*shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
+	*shift = SHIFT; /* the erasure-coded path's object size: the fake nodes' */
 	*is_snapshot = false;
 	return SD_RES_NO_VDI;
 }
@@ -223,13 +224,20 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 	return 0;
 }
 
+static int nr_fanouts; /* rounds of requests sent at once */
+
 void peer_fanout_work(const struct sd_req *rq, const void *wdata, struct peer_call *calls, int nr,
 		      const struct peer_work *work)
 {
+	nr_fanouts++;
 	for (int i = 0; i < nr; i++) {
 		int node = node_of(calls[i].nid);
 
-		calls[i].result = serve(node, rq, wdata, calls[i].rdata);
+		const struct sd_req *crq = calls[i].rq ? calls[i].rq : rq;
+		const void *cw = calls[i].rq ? calls[i].wdata : wdata;
+
+		calls[i].result = serve(node, crq, cw, calls[i].rdata);
+		calls[i].rsp.data_length = crq->data_length;
 		calls[i].rsp.result = calls[i].result;
 	}
 	while (work && work->step(work->arg))
@@ -299,23 +307,32 @@ const struct store_driver *sd_store = &fake_store;
 
 /* ---- helpers ---- */
 
-static void setup(void)
+/* the ring of the first live nodes (a join or a leave: the objects stay where they are) */
+static void ring_of(int live)
 {
 	struct sd_node n[NR_NODES];
 
+	memset(n, 0, sizeof(n));
 	for (int i = 0; i < NR_NODES; i++) {
-		for (int j = 0; j < MAX_OBJS; j++)
-			free(nodes[i].objs[j].data);
-		memset(&nodes[i], 0, sizeof(nodes[i]));
-		memset(&n[i], 0, sizeof(n[i]));
 		n[i].nid.addr[15] = 1;
 		n[i].nid.port = (uint16_t)(7000 + i);
 		n[i].nr_vnodes = 64;
 		n[i].zone = (uint32_t)i;
 	}
+	nr_live = live;
 	ring_free(&ring.ring);
 	ck_assert_int_eq(ring_build(&ring.ring, n, nr_live), 0);
 	ring.local_idx = ring_find_node(&ring.ring, &n[0].nid);
+}
+
+static void setup(void)
+{
+	for (int i = 0; i < NR_NODES; i++) {
+		for (int j = 0; j < MAX_OBJS; j++)
+			free(nodes[i].objs[j].data);
+		memset(&nodes[i], 0, sizeof(nodes[i]));
+	}
+	ring_of(nr_live);
 	nr_cached_reads = 0;
 }
 
@@ -615,6 +632,133 @@ START_TEST(test_remove_missing_is_no_failure)
 }
 END_TEST
 
+
+/* ---- erasure-coded objects: where a read looks for a strip (gateway_ec.c) ---- */
+
+static const struct vdi_attr ec21 = { .shift = SHIFT, .nr_copies = 3, .copy_policy = 0x11 };
+static const struct vdi_attr ec22 = { .shift = SHIFT, .nr_copies = 4, .copy_policy = 0x12 };
+
+/* a data object of vid 0x42 whose first place in the ring order of all four nodes is node's */
+static uint64_t ec_oid_first_on(int node)
+{
+	for (uint32_t idx = 0; idx < 1000; idx++) {
+		uint64_t oid = vid_to_data_oid(0x42, idx);
+		int ord[SD_MAX_NODES];
+
+		ring_map(&ring.ring, oid, NR_NODES, ord);
+		if (ring.ring.nodes[ord[0]].nid.port - 7000 == node)
+			return oid;
+	}
+	ck_abort_msg("no such object");
+	return 0;
+}
+
+static int nr_requests_all(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < NR_NODES; i++)
+		n += nodes[i].nr_requests;
+	return n;
+}
+
+static uint8_t *ec_pattern(void)
+{
+	uint8_t *p = malloc(OBJ_SIZE);
+
+	ck_assert_ptr_nonnull(p);
+	for (uint32_t i = 0; i < OBJ_SIZE; i++)
+		p[i] = (uint8_t)(i * 13 + 1);
+	return p;
+}
+
+/*
+ * 2:2 on four nodes, then the node that held strip 0 leaves before
+ * recovery ran: strip 0 is gone and strips 1-3 are one place back in the
+ * ring order. The read rebuilds the object in three rounds (the homes;
+ * strip 1 one place back and the parity at home; the parity one place
+ * back); asked one node after another, it took seven.
+ */
+START_TEST(test_ec_degraded_read_in_rounds)
+{
+	uint64_t oid = ec_oid_first_on(3);
+	uint8_t *pattern = ec_pattern(), *out = malloc(OBJ_SIZE);
+
+	ck_assert_int_eq(gateway_create(oid, 0, pattern, OBJ_SIZE, 0, GW_SYNC, &ec22),
+			 SD_RES_SUCCESS);
+	ck_assert(holds(3, ec_strip_oid(oid, 0)));
+	ring_of(3);
+	nr_fanouts = 0;
+	ck_assert_int_eq(gateway_read(oid, out, OBJ_SIZE, 0, &ec22), SD_RES_SUCCESS);
+	ck_assert(!memcmp(out, pattern, OBJ_SIZE));
+	ck_assert_int_le(nr_fanouts, 3);
+	/* no node was asked for one strip twice */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_le(nodes[i].nr_requests, 4 + 1 /* the create */);
+	free(pattern);
+	free(out);
+}
+END_TEST
+
+/*
+ * 2:1 written on three nodes, then a fourth joins, first in the object's
+ * ring order: every strip is one place on. Three rounds; asked one node
+ * after another, it took five.
+ */
+START_TEST(test_ec_read_after_join)
+{
+	uint64_t oid;
+	uint8_t *pattern = ec_pattern(), *out = malloc(OBJ_SIZE);
+
+	oid = ec_oid_first_on(3);
+	ring_of(3);
+	ck_assert_int_eq(gateway_create(oid, 0, pattern, OBJ_SIZE, 0, GW_SYNC, &ec21),
+			 SD_RES_SUCCESS);
+	ring_of(NR_NODES);
+	nr_fanouts = 0;
+	ck_assert_int_eq(gateway_read(oid, out, OBJ_SIZE, 0, &ec21), SD_RES_SUCCESS);
+	ck_assert(!memcmp(out, pattern, OBJ_SIZE));
+	ck_assert_int_le(nr_fanouts, 3);
+	ck_assert_int_eq(nodes[3].nr_requests, 2); /* strips 0 and 1 were not there */
+	free(pattern);
+	free(out);
+}
+END_TEST
+
+/* a healthy read of one strip's bytes asks that strip's home only: no parity on the side */
+START_TEST(test_ec_healthy_read_asks_home_only)
+{
+	uint64_t oid = ec_oid_first_on(1);
+	uint8_t *pattern = ec_pattern(), out[4096];
+	int before;
+
+	ck_assert_int_eq(gateway_create(oid, 0, pattern, OBJ_SIZE, 0, GW_SYNC, &ec22),
+			 SD_RES_SUCCESS);
+	before = nr_requests_all();
+	nr_fanouts = 0;
+	ck_assert_int_eq(gateway_read(oid, out, sizeof(out), OBJ_SIZE / 2 + 100, &ec22),
+			 SD_RES_SUCCESS);
+	ck_assert(!memcmp(out, pattern + OBJ_SIZE / 2 + 100, sizeof(out)));
+	ck_assert_int_eq(nr_fanouts, 1);
+	ck_assert_int_eq(nr_requests_all() - before, 1);
+	free(pattern);
+}
+END_TEST
+
+/* an object with no strip anywhere: SD_RES_NO_OBJ, each node asked for each strip once at most */
+START_TEST(test_ec_missing_object)
+{
+	uint64_t oid = ec_oid_first_on(2);
+	char out[64];
+
+	ck_assert_int_eq(gateway_read(oid, out, sizeof(out), 0, &ec22), SD_RES_NO_OBJ);
+	for (int i = 0; i < NR_NODES; i++) {
+		ck_assert_int_ge(nodes[i].nr_requests, 1);
+		ck_assert_int_le(nodes[i].nr_requests, 4);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gateway");
@@ -633,6 +777,10 @@ int main(void)
 	tcase_add_test(tc, test_cow_create);
 	tcase_add_test(tc, test_read_cached_local_only);
 	tcase_add_test(tc, test_remove_missing_is_no_failure);
+	tcase_add_test(tc, test_ec_degraded_read_in_rounds);
+	tcase_add_test(tc, test_ec_read_after_join);
+	tcase_add_test(tc, test_ec_healthy_read_asks_home_only);
+	tcase_add_test(tc, test_ec_missing_object);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
