@@ -11,11 +11,15 @@
  *   for on the other nodes in rounds of one fan-out each, the parity with
  *   it; a strip that no node serves is rebuilt from D others, the same
  *   range of each (gather).
- * - A write reads the whole stripe (rebuilding as a read does), applies the
- *   client's bytes, encodes the parity and writes every strip whole to its
- *   node, all at once (CREATE_AND_WRITE_PEER: creates it, or overwrites
- *   it; this node's strip is written while the others travel). A write of
- *   the whole object skips the read. Writes of one object through this
+ * - A write to part of an object whose strips are all at home goes in
+ *   place: the in-strip window its bytes lie in is read of every strip,
+ *   its parity encoded, and the window of the strips touched and of the
+ *   parity written back (window_fn). Any other write reads the whole
+ *   stripe (rebuilding as a read does), applies the client's bytes,
+ *   encodes the parity and writes every strip whole to its node, all at
+ *   once (CREATE_AND_WRITE_PEER: creates it, or overwrites it; this node's
+ *   strip is written while the others travel). A write of the whole object
+ *   skips the read. Writes of one object through this
  *   gateway are serialized by a per-object lock; two gateways writing the
  *   same object at once are not (a VDI has one writer: its lock). With
  *   fewer nodes than D + P a write fails (SD_RES_HALT), as a replicated
@@ -108,6 +112,8 @@ static int local_strip_io(uint8_t opcode, uint64_t soid, void *buf, uint32_t len
 {
 	if (opcode == SD_OP_READ_PEER)
 		return sd_store->read(soid, buf, len, off);
+	if (opcode == SD_OP_WRITE_PEER)
+		return replica_write(soid, buf, len, off, sync);
 	return replica_create_and_write(soid, buf, len, off, off, len, sync);
 }
 
@@ -344,11 +350,54 @@ static uint32_t obj_len(uint8_t shift)
 	return UINT32_C(1) << shift;
 }
 
+/*
+ * The strips that the object's bytes [off, off + len) lie in (a bit per
+ * strip of sl bytes), and the in-strip window [*lo, *hi) that each one's
+ * part of them lies in.
+ */
+static uint32_t strip_window(uint64_t off, uint32_t len, uint32_t sl, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t want = 0;
+
+	*lo = UINT32_MAX;
+	*hi = 0;
+	for (uint64_t k = off / sl; len && k <= (off + len - 1) / sl; k++) {
+		uint64_t a = max_t(uint64_t, off, k * sl) - k * sl;
+		uint64_t b = min_t(uint64_t, off + len, (k + 1) * sl) - k * sl;
+
+		*lo = min_t(uint32_t, *lo, (uint32_t)a);
+		*hi = max_t(uint32_t, *hi, (uint32_t)b);
+		want |= 1U << k;
+	}
+	return want;
+}
+
+/*
+ * The object's bytes [off, off + len) between buf and the stripe st, whose
+ * strips hold each one's window [st->off, st->off + st->len): into the
+ * stripe (a write) or out of it (a read).
+ */
+static void stripe_copy(struct stripe *st, uint32_t sl, void *buf, uint32_t len, uint64_t off,
+			bool into)
+{
+	for (uint64_t k = off / sl; len && k <= (off + len - 1) / sl; k++) {
+		uint64_t a = max_t(uint64_t, off, k * sl);
+		uint64_t b = min_t(uint64_t, off + len, (k + 1) * sl);
+		uint8_t *in_strip = st->s[k] + (a - k * sl - st->off);
+		char *in_buf = (char *)buf + (a - off);
+
+		if (into)
+			memcpy(in_strip, in_buf, b - a);
+		else
+			memcpy(in_buf, in_strip, b - a);
+	}
+}
+
 int gateway_ec_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int d, int p,
 		    uint8_t shift)
 {
 	const struct ec_codec *c = codec_get(d, p);
-	uint32_t sl = ec_strip_len(obj_len(shift), d), k0, k1, lo = UINT32_MAX, hi = 0;
+	uint32_t sl = ec_strip_len(obj_len(shift), d), lo, hi;
 	struct read_ctx r = { .oid = oid };
 	int ret;
 
@@ -358,29 +407,13 @@ int gateway_ec_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, int d, 
 		return SD_RES_SUCCESS;
 	if (off + len > obj_len(shift))
 		return SD_RES_INVALID_PARMS;
-	k0 = (uint32_t)(off / sl);
-	k1 = (uint32_t)((off + len - 1) / sl);
-	/* the in-strip window that every touched strip's part of the read lies in */
-	for (uint32_t k = k0; k <= k1; k++) {
-		uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl) - (uint64_t)k * sl;
-		uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl) - (uint64_t)k * sl;
-
-		lo = min_t(uint32_t, lo, (uint32_t)a);
-		hi = max_t(uint32_t, hi, (uint32_t)b);
-		r.want |= 1U << k;
-	}
+	r.want = strip_window(off, len, sl, &lo, &hi);
 	ret = stripe_alloc(&r.st, c, hi - lo, lo);
 	if (ret)
 		return ret;
 	ret = with_ring(read_fn, &r);
 	if (ret == SD_RES_SUCCESS)
-		for (uint32_t k = k0; k <= k1; k++) {
-			uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl);
-			uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl);
-
-			memcpy((char *)buf + (a - off), r.st.s[k] + (a - (uint64_t)k * sl - lo),
-			       b - a);
-		}
+		stripe_copy(&r.st, sl, buf, len, off, false);
 	stripe_free(&r.st);
 	return ret;
 }
@@ -406,6 +439,96 @@ static int write_fn(const struct epoch_ring *er, void *arg)
 	for (int i = 0; i < n; i++)
 		if (ios[i].ret != SD_RES_SUCCESS && (ret == SD_RES_SUCCESS || retryable(ios[i].ret)))
 			ret = ios[i].ret;
+	return ret;
+}
+
+/* not an SD_RES_*: a strip is not at its home, the window write gives way to the stripe's */
+#define EC_WHOLE_STRIPE (-1)
+
+struct window_ctx {
+	uint64_t oid;
+	struct stripe *st; /* each strip's window */
+	uint32_t sl;
+	const void *buf;
+	uint32_t len;
+	uint64_t off;
+	bool sync;
+	bool written; /* a write of strips was sent: a failure may leave them disagreeing */
+};
+
+/* the first failure of ios[nr], an epoch mismatch before others; none: SD_RES_SUCCESS */
+static int ios_result(const struct strip_io *ios, int nr)
+{
+	int ret = SD_RES_SUCCESS;
+
+	for (int i = 0; i < nr; i++)
+		if (ios[i].ret != SD_RES_SUCCESS && (ret == SD_RES_SUCCESS || retryable(ios[i].ret)))
+			ret = ios[i].ret;
+	return ret;
+}
+
+/*
+ * A write to part of an existing object, in place: the in-strip window
+ * that the client's bytes lie in is read of every strip, the bytes are
+ * applied, the window's parity encoded, and the window of the strips the
+ * bytes touched and of the parity written back (WRITE_PEER: into the
+ * strip that is there). A 4 KiB write to 4:2 moves 36 KiB, not the 10 MiB
+ * of the whole stripe's read and write. Every strip, parity included, is
+ * read first: a strip that does not answer from its home (the object does
+ * not exist, recovery has not moved a strip, one is lost) is
+ * EC_WHOLE_STRIPE, for the whole stripe's path to find or rebuild. A
+ * retry after an epoch mismatch reads the window again: the strips
+ * written meanwhile hold the client's bytes, which it applies once more.
+ */
+static int window_fn(const struct epoch_ring *er, void *arg)
+{
+	struct window_ctx *w = arg;
+	struct stripe *st = w->st;
+	int d = st->c->d, n = d + st->c->p, idx[SD_MAX_NODES], nr_ios = 0, ret;
+	uint32_t k0 = (uint32_t)(w->off / w->sl), k1 = (uint32_t)((w->off + w->len - 1) / w->sl);
+	struct strip_io ios[SD_EC_MAX_STRIPS];
+
+	if (ring_map(&er->ring, w->oid, n, idx) < n)
+		return SD_RES_HALT;
+	for (int i = 0; i < n; i++)
+		ios[i] = (struct strip_io){ idx[i], ec_strip_oid(w->oid, i), st->s[i] };
+	strips_at_once(er, SD_OP_READ_PEER, ios, n, st->len, st->off, true);
+	for (int i = 0; i < n; i++)
+		if (ios[i].ret == SD_RES_NO_OBJ)
+			return EC_WHOLE_STRIPE;
+	ret = ios_result(ios, n);
+	if (ret)
+		return ret;
+	stripe_copy(st, w->sl, (void *)w->buf, w->len, w->off, true);
+	ec_encode(st->c, st->len, st->s, st->s + d);
+	for (uint32_t k = k0; k <= k1; k++)
+		ios[nr_ios++] = (struct strip_io){ idx[k], ec_strip_oid(w->oid, (int)k), st->s[k] };
+	for (int i = d; i < n; i++)
+		ios[nr_ios++] = (struct strip_io){ idx[i], ec_strip_oid(w->oid, i), st->s[i] };
+	w->written = true;
+	strips_at_once(er, SD_OP_WRITE_PEER, ios, nr_ios, st->len, st->off, w->sync);
+	ret = ios_result(ios, nr_ios);
+	return ret == SD_RES_NO_OBJ ? EC_WHOLE_STRIPE : ret;
+}
+
+/* the write of part of an object through its window: EC_WHOLE_STRIPE when it cannot be */
+static int write_window(uint64_t oid, const struct ec_codec *c, uint32_t sl, const void *buf,
+			uint32_t len, uint64_t off, bool sync)
+{
+	struct stripe st;
+	struct window_ctx w = { oid, &st, sl, buf, len, off, sync, false };
+	uint32_t lo, hi;
+	int ret;
+
+	strip_window(off, len, sl, &lo, &hi);
+	ret = stripe_alloc(&st, c, hi - lo, lo);
+	if (ret)
+		return ret;
+	ret = with_ring(window_fn, &w);
+	stripe_free(&st);
+	if (ret != SD_RES_SUCCESS && ret != EC_WHOLE_STRIPE && w.written)
+		sd_err("%016" PRIx64 ": write in place failed (%s): its strips may disagree", oid,
+		       sd_strerror(ret));
 	return ret;
 }
 
@@ -445,10 +568,18 @@ int gateway_ec_write(uint64_t oid, uint64_t cow_oid, gw_ec_read_fn read_src, con
 		return SD_RES_NO_MEM;
 	if (off + len > size)
 		return SD_RES_INVALID_PARMS;
+	if (!len)
+		return SD_RES_SUCCESS;
+	pthread_mutex_lock(lock);
+	/* part of the object, not a COW's first write: in place, if every strip is home */
+	if (!cow_oid && len < size) {
+		ret = write_window(oid, c, sl, buf, len, off, sync);
+		if (ret != EC_WHOLE_STRIPE)
+			goto out_unlock;
+	}
 	ret = stripe_alloc(&r.st, c, sl, 0);
 	if (ret)
-		return ret;
-	pthread_mutex_lock(lock);
+		goto out_unlock;
 	/* the whole object written: nothing of the old stripe survives, no read */
 	if (off == 0 && len == size && !cow_oid)
 		ret = SD_RES_SUCCESS;
@@ -456,22 +587,17 @@ int gateway_ec_write(uint64_t oid, uint64_t cow_oid, gw_ec_read_fn read_src, con
 		ret = with_ring(read_fn, &r);
 	if (ret == SD_RES_NO_OBJ && create)
 		ret = fresh_stripe(&r.st, cow_oid, size, read_src);
-	if (ret)
-		goto out_unlock;
-	for (uint32_t k = (uint32_t)(off / sl); len && k <= (off + len - 1) / sl; k++) {
-		uint64_t a = max_t(uint64_t, off, (uint64_t)k * sl);
-		uint64_t b = min_t(uint64_t, off + len, (uint64_t)(k + 1) * sl);
-
-		memcpy(r.st.s[k] + (a - (uint64_t)k * sl), (const char *)buf + (a - off), b - a);
+	if (ret == SD_RES_SUCCESS) {
+		stripe_copy(&r.st, sl, (void *)buf, len, off, true);
+		ec_encode(c, sl, r.st.s, r.st.s + d);
+		ret = with_ring(write_fn, &w);
+		if (ret)
+			sd_err("%016" PRIx64 ": stripe write failed (%s): its strips may disagree",
+			       oid, sd_strerror(ret));
 	}
-	ec_encode(c, sl, r.st.s, r.st.s + d);
-	ret = with_ring(write_fn, &w);
-	if (ret)
-		sd_err("%016" PRIx64 ": stripe write failed (%s): its strips may disagree", oid,
-		       sd_strerror(ret));
+	stripe_free(&r.st);
 out_unlock:
 	pthread_mutex_unlock(lock);
-	stripe_free(&r.st);
 	return ret;
 }
 
