@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collie.h"
+#include "ec.h"
 
 #define NR_EPOCH_LOGS 1024
 
@@ -17,14 +18,11 @@ static int cluster_format(int argc, char **argv)
 	struct sd_req hdr;
 	struct sd_rsp rsp;
 
-	/* the cluster's default scheme is a number of copies: D:P is set per vdi */
-	if (opts.copy_policy)
-		return collie_usage_err("cluster format takes a number of copies; an erasure "
-					"code is given per vdi (vdi create -c D:P)");
+	/* -c N or -c D:P: the scheme of the vdis created without one */
 	collie_init_req(&hdr, SD_OP_MAKE_FS);
 	hdr.cluster.ctime = (uint64_t)time(NULL);
 	hdr.cluster.copies = opts.has_copies ? opts.copies : 0;
-	hdr.cluster.copy_policy = 0;
+	hdr.cluster.copy_policy = opts.has_copies ? opts.copy_policy : 0;
 	hdr.cluster.block_size_shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	return collie_run("failed to format the cluster", &hdr, NULL, 0, 0, &rsp);
 }
@@ -122,14 +120,26 @@ static void print_awaited(const struct sd_epoch_log *logs, uint32_t nr)
 	free(nodes);
 }
 
+/* the default scheme: "3", or "4:2" for erasure coding */
+static void scheme_str(const struct sd_rsp *rsp, char *buf, size_t len)
+{
+	int d, p;
+
+	if (rsp->cinfo.copy_policy && ec_policy_to_dp(rsp->cinfo.copy_policy, &d, &p))
+		snprintf(buf, len, "%d:%d", d, p);
+	else
+		snprintf(buf, len, "%u", rsp->cinfo.copies);
+}
+
 static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint32_t nr)
 {
-	char when[64];
+	char when[64], scheme[16];
 
+	scheme_str(rsp, scheme, sizeof(scheme));
 	if (opts.raw) {
 		printf("%s\n", raw_status_str(rsp->cinfo.status));
-		printf("%llu %u\n", (unsigned long long)collie_time_to_sec(rsp->cinfo.ctime),
-		       rsp->cinfo.copies);
+		printf("%llu %s\n", (unsigned long long)collie_time_to_sec(rsp->cinfo.ctime),
+		       scheme);
 	} else {
 		printf("Cluster status: %s\n", status_str(rsp->cinfo.status));
 		if (rsp->cinfo.status == SD_STATUS_WAIT_FOR_JOIN)
@@ -137,7 +147,8 @@ static void print_info(const struct sd_rsp *rsp, struct sd_epoch_log *logs, uint
 		printf("\n");
 		collie_fmt_time(rsp->cinfo.ctime, "%Y-%m-%d %H:%M:%S", when, sizeof(when));
 		printf("Cluster created at %s\n", when);
-		printf("Copies: %u\n\n", rsp->cinfo.copies);
+		printf("Copies: %s%s\n\n", scheme,
+		       rsp->cinfo.copy_policy ? " (erasure coded: new vdis' default)" : "");
 		printf("%-19s %5s %s\n", "Time", "Epoch", "Nodes");
 	}
 	qsort(logs, nr, sizeof(*logs), cmp_epoch_desc);
@@ -259,7 +270,8 @@ static int cluster_recover(int argc, char **argv)
 }
 
 const struct subcommand cluster_cmds[] = {
-	{ "format", "", OPT_COPIES, "format the cluster and set its default number of copies",
+	{ "format", "", OPT_COPIES,
+	  "format the cluster and set the new vdis' default: N copies, or D:P erasure coding",
 	  cluster_format, NULL, 0, 0 },
 	{ "info", "", OPT_RAW, "show the cluster status and its epoch history", cluster_info, NULL,
 	  0, 0 },

@@ -191,7 +191,8 @@ struct sd_rsp {
 			uint8_t copies;
 			uint8_t block_size_shift;
 			uint8_t flags; /* internal_proto.h: SD_CINFO_* */
-			uint8_t pad1[5];
+			uint8_t copy_policy; /* the default scheme (ec.h); 0 from older sheep */
+			uint8_t pad1[4];
 		} cinfo;
 		struct {
 			uint32_t __pad;

@@ -50,6 +50,7 @@
 #include "event.h"
 #include "lock.h"
 #include "net.h"
+#include "ec.h"
 #include "group_disk.h"
 #include "group.h"
 #include "daemon.h"
@@ -62,7 +63,8 @@ struct sheep_disk_config {
 	uint64_t ctime;
 	uint8_t copies;
 	uint8_t block_size_shift;
-	uint8_t pad[6];
+	uint8_t copy_policy; /* 0 in a config older than erasure-coded formats */
+	uint8_t pad[5];
 };
 
 static struct cluster_state cs;
@@ -206,21 +208,33 @@ int group_notify(const void *msg, size_t len)
 }
 
 /*
- * The format's copies and object size, checked where they enter: from
- * DIR/config, from a member's answer, from MAKE_FS. Every VDI and object
- * op trusts them afterwards (a VDI's bad copies fall back on the
- * cluster's). 0, or -EINVAL (logged, with where they came from).
+ * The format's copies, scheme and object size, checked where they enter:
+ * from DIR/config, from a member's answer, from MAKE_FS. Every VDI and
+ * object op trusts them afterwards (a VDI's bad copies fall back on the
+ * cluster's). An erasure-coded format's copies are its D + P, and D must
+ * divide the object size. 0, or -EINVAL (logged, with where they came
+ * from).
  */
-static int check_format(uint8_t copies, uint8_t shift, const char *from)
+static int check_format(uint8_t copies, uint8_t policy, uint8_t shift, const char *from)
 {
-	if (copies >= 1 && copies <= SD_MAX_COPIES && shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
-	    shift <= SD_MAX_BLOCK_SIZE_SHIFT)
-		return 0;
-	sd_err("%s: a format with %u copies and block_size_shift %u refused (copies 1..%d, "
-	       "block_size_shift %d..%d)",
-	       from, copies, shift, SD_MAX_COPIES, SD_MIN_BLOCK_SIZE_SHIFT,
-	       SD_MAX_BLOCK_SIZE_SHIFT);
-	return -EINVAL;
+	int d = 0, p = 0;
+
+	if (copies < 1 || copies > SD_MAX_COPIES || shift < SD_MIN_BLOCK_SIZE_SHIFT ||
+	    shift > SD_MAX_BLOCK_SIZE_SHIFT) {
+		sd_err("%s: a format with %u copies and block_size_shift %u refused (copies 1..%d, "
+		       "block_size_shift %d..%d)",
+		       from, copies, shift, SD_MAX_COPIES, SD_MIN_BLOCK_SIZE_SHIFT,
+		       SD_MAX_BLOCK_SIZE_SHIFT);
+		return -EINVAL;
+	}
+	if (policy && (!ec_policy_to_dp(policy, &d, &p) || d + p != copies ||
+		       !ec_strip_len(UINT32_C(1) << shift, d))) {
+		sd_err("%s: an erasure-coded format (copy_policy 0x%x) with %u copies refused "
+		       "(D:P with D 2, 4, 8 or 16, P 1..%d, D + P copies)",
+		       from, policy, copies, SD_EC_MAX_PARITY);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /*
@@ -305,12 +319,13 @@ int group_init(const char *dir)
 		sd_err("%s is unreadable or not a sheep config", path);
 		return ret ? ret : -EINVAL;
 	}
-	ret = check_format(cfg.copies, cfg.block_size_shift, path);
+	ret = check_format(cfg.copies, cfg.copy_policy, cfg.block_size_shift, path);
 	if (ret)
 		return ret;
 	cs.formatted = true;
 	cs.ctime = cfg.ctime;
 	cs.copies = cfg.copies;
+	cs.copy_policy = cfg.copy_policy;
 	cs.block_size_shift = cfg.block_size_shift;
 	cs.epoch = gd_latest_epoch();
 	sd_info("formatted cluster, copies %u, latest epoch %" PRIu32, cs.copies, cs.epoch);
@@ -746,31 +761,40 @@ int group_join(const struct cluster_driver *drv, const char *option, const struc
 	return ret ? ret : drv->join(me);
 }
 
-int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_storing)
+int group_format(uint64_t ctime, uint8_t copies, uint8_t copy_policy, uint8_t shift,
+		 int nr_storing)
 {
 	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
-	int ret;
+	int ret, d = 0, p = 0;
 
 	sd_mutex_lock(&cs_lock);
 	if (cs.formatted) {
 		ret = -EEXIST;
 		goto out_unlock;
 	}
+	if (copy_policy && ec_policy_to_dp(copy_policy, &d, &p) && !copies)
+		copies = (uint8_t)(d + p);
 	if (copies == 0)
 		copies = (uint8_t)min_t(int, 3, nr_storing);
-	if (copies == 0 || copies > nr_storing || copies > SD_MAX_COPIES) {
-		sd_err("format with %u copies refused: %d node(s) store objects", copies,
-		       nr_storing);
-		ret = copies > SD_MAX_COPIES ? -EINVAL : -ERANGE;
+	if (copies == 0) {
+		sd_err("format refused: no node stores objects");
+		ret = -ERANGE;
 		goto out_unlock;
 	}
 	if (shift == 0)
 		shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
-	ret = check_format(copies, shift, "MAKE_FS");
+	ret = check_format(copies, copy_policy, shift, "MAKE_FS");
 	if (ret)
 		goto out_unlock;
+	if (copies > nr_storing) {
+		sd_err("format with %u %s refused: %d node(s) store objects", copies,
+		       copy_policy ? "strips" : "copies", nr_storing);
+		ret = -ERANGE;
+		goto out_unlock;
+	}
 	cfg.ctime = ctime ? ctime : (uint64_t)time(NULL);
 	cfg.copies = copies;
+	cfg.copy_policy = copy_policy;
 	cfg.block_size_shift = shift;
 	ret = gd_write_epoch_log(1, cs.nodes, cs.nr_nodes);
 	if (!ret)
@@ -782,10 +806,14 @@ int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_storing)
 	cs.formatted = true;
 	cs.ctime = cfg.ctime;
 	cs.copies = copies;
+	cs.copy_policy = copy_policy;
 	cs.block_size_shift = shift;
 	cs.epoch = 1;
 	rebuild_ring();
-	sd_info("cluster formatted: %u copies, epoch 1", copies);
+	if (copy_policy)
+		sd_info("cluster formatted: erasure coded %d:%d, epoch 1", d, p);
+	else
+		sd_info("cluster formatted: %u copies, epoch 1", copies);
 	ret = 0;
 out_unlock:
 	sd_mutex_unlock(&cs_lock);
@@ -857,7 +885,8 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 		goto out_joined;
 	}
 	/* what the member sent is checked before any of it is used or written */
-	ret = check_format(rsp->cinfo.copies, rsp->cinfo.block_size_shift, "the cluster's state");
+	ret = check_format(rsp->cinfo.copies, rsp->cinfo.copy_policy, rsp->cinfo.block_size_shift,
+			   "the cluster's state");
 	if (ret || (ret = gd_valid_logs(logs, n)))
 		goto out_unlock;
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
@@ -877,6 +906,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	if (!ret && !cs.formatted) {
 		cfg.ctime = rsp->cinfo.ctime;
 		cfg.copies = rsp->cinfo.copies;
+		cfg.copy_policy = rsp->cinfo.copy_policy;
 		cfg.block_size_shift = rsp->cinfo.block_size_shift;
 		ret = group_write_file("config", &cfg, sizeof(cfg));
 	}
@@ -885,6 +915,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	cs.formatted = true;
 	cs.ctime = rsp->cinfo.ctime;
 	cs.copies = rsp->cinfo.copies;
+	cs.copy_policy = rsp->cinfo.copy_policy;
 	cs.block_size_shift = rsp->cinfo.block_size_shift;
 	cs.epoch = rsp->cinfo.epoch;
 	rebuild_ring();
@@ -905,6 +936,11 @@ bool group_is_formatted(void)
 uint8_t group_copies(void)
 {
 	return cs.copies;
+}
+
+uint8_t group_copy_policy(void)
+{
+	return cs.copy_policy;
 }
 
 int group_nr_nodes(void)

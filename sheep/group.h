@@ -14,7 +14,8 @@
 struct cluster_state {
 	bool formatted;
 	uint64_t ctime;
-	uint8_t copies;
+	uint8_t copies;	     /* D + P when copy_policy names D:P */
+	uint8_t copy_policy; /* the new VDIs' default: 0 replicated, else D:P (ec.h) */
 	uint8_t block_size_shift;
 	uint32_t epoch;
 	int nr_nodes;
@@ -67,13 +68,16 @@ void group_set_news(const struct group_news *n);
 typedef void (*group_deliver_fn)(const void *msg, size_t len, int nr_members);
 void group_set_deliver(group_deliver_fn fn);
 /*
- * Make the cluster formatted with copies (0: default); nr_storing: the
- * members that store objects (not gateways) when the format was delivered.
- * 0, or -EEXIST (formatted already), -EINVAL (copies or shift out of
- * bounds), -ERANGE (more copies than nodes to store them), -errno of
- * writing the epoch log or the config.
+ * Make the cluster formatted with copies (0: default), or erasure coding
+ * when copy_policy names D:P (copies then 0 or D + P): the scheme of the
+ * VDIs created without one; nr_storing: the members that store objects
+ * (not gateways) when the format was delivered. 0, or -EEXIST (formatted
+ * already), -EINVAL (copies, scheme or shift out of bounds), -ERANGE (more
+ * copies or strips than nodes to store them), -errno of writing the epoch
+ * log or the config.
  */
-int group_format(uint64_t ctime, uint8_t copies, uint8_t shift, int nr_storing);
+int group_format(uint64_t ctime, uint8_t copies, uint8_t copy_policy, uint8_t shift,
+		 int nr_storing);
 void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
 /* true from this node's join into a running cluster until group_adopt() */
@@ -108,6 +112,8 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n,
 			bool joining);
 uint8_t group_copies(void);
+/* the new VDIs' default scheme: 0 (replicated, group_copies()) or D:P (ec.h) */
+uint8_t group_copy_policy(void);
 int group_nr_nodes(void);
 /* the members started with --gateway (SD_NODE_GATEWAY): they store nothing */
 int group_nr_gateways(void);

@@ -35,7 +35,7 @@
 static int op_get_cluster_default(struct request *req)
 {
 	req->rp.cluster.nr_copies = group_copies();
-	req->rp.cluster.copy_policy = 0;
+	req->rp.cluster.copy_policy = group_copy_policy();
 	req->rp.cluster.block_size_shift = SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	return SD_RES_SUCCESS;
 }
@@ -43,8 +43,8 @@ static int op_get_cluster_default(struct request *req)
 static int op_make_fs(struct request *req)
 {
 	const struct sd_req *rq = &req->rq;
-	int ret = group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.block_size_shift,
-			       req->ord.nr_storing);
+	int ret = group_format(rq->cluster.ctime, rq->cluster.copies, rq->cluster.copy_policy,
+			       rq->cluster.block_size_shift, req->ord.nr_storing);
 
 	switch (ret) {
 	case 0:
@@ -80,6 +80,7 @@ static int op_stat_cluster(struct request *req)
 	req->rp.cinfo.nr_epochs = n;
 	req->rp.cinfo.ctime = cs.ctime;
 	req->rp.cinfo.copies = cs.copies;
+	req->rp.cinfo.copy_policy = cs.copy_policy;
 	req->rp.cinfo.block_size_shift = cs.block_size_shift;
 	req->rp.data_length = n * sizeof(struct sd_epoch_log);
 	return SD_RES_SUCCESS;

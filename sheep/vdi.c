@@ -263,9 +263,11 @@ struct new_plan {
 
 /*
  * The new VDI's copies and scheme: the request's, else its base's, else
- * the cluster's. Erasure coding is copy_policy (D / 2) << 4 | P with
- * copies D + P (0 copies: D + P). A snapshot or a clone keeps its base's
- * scheme: copies and D:P never mix among the VDIs that share objects.
+ * the cluster's (cluster format -c D:P makes erasure coding the default;
+ * a request that names copies only is replicated whatever the default).
+ * Erasure coding is copy_policy (D / 2) << 4 | P with copies D + P (0
+ * copies: D + P). A snapshot or a clone keeps its base's scheme: copies
+ * and D:P never mix among the VDIs that share objects.
  */
 static int plan_scheme(const struct sd_req *rq, const char *name, const struct vdi_state *base,
 		       struct new_plan *p)
@@ -275,6 +277,8 @@ static int plan_scheme(const struct sd_req *rq, const char *name, const struct v
 
 	if (!policy && base && (!rq->vdi.copies || rq->vdi.copies == base->nr_copies))
 		policy = base->copy_policy;
+	else if (!policy && !base && !rq->vdi.copies)
+		policy = group_copy_policy();
 	p->copies = rq->vdi.copies ? rq->vdi.copies : base ? base->nr_copies : group_copies();
 	if (policy) {
 		if (!ec_policy_to_dp(policy, &d, &k)) {

@@ -52,7 +52,8 @@ struct disk_config {
 	uint64_t ctime;
 	uint8_t copies;
 	uint8_t block_size_shift;
-	uint8_t pad[6];
+	uint8_t copy_policy;
+	uint8_t pad[5];
 };
 
 static char dir[64];
@@ -146,12 +147,12 @@ START_TEST(test_format)
 	ck_assert(!group_is_formatted());
 	ck_assert_uint_eq(group_epoch(), 0);
 	ck_assert_int_eq(group_read_epoch_logs(logs, 4), 0);
-	ck_assert_int_eq(group_format(CTIME, 3, 0, 2), -ERANGE);
-	ck_assert_int_eq(group_format(CTIME, SD_MAX_COPIES + 1, 0, SD_MAX_COPIES + 1), -EINVAL);
-	ck_assert_int_eq(group_format(CTIME, 1, SD_MAX_BLOCK_SIZE_SHIFT + 1, 2), -EINVAL);
+	ck_assert_int_eq(group_format(CTIME, 3, 0, 0, 2), -ERANGE);
+	ck_assert_int_eq(group_format(CTIME, SD_MAX_COPIES + 1, 0, 0, SD_MAX_COPIES + 1), -EINVAL);
+	ck_assert_int_eq(group_format(CTIME, 1, 0, SD_MAX_BLOCK_SIZE_SHIFT + 1, 2), -EINVAL);
 	ck_assert(!group_is_formatted());
 	/* copies 0: the default, three at most, no more than the nodes */
-	ck_assert_int_eq(group_format(CTIME, 0, 0, 2), 0);
+	ck_assert_int_eq(group_format(CTIME, 0, 0, 0, 2), 0);
 	ck_assert(group_is_formatted());
 	ck_assert_uint_eq(group_copies(), 2);
 	ck_assert_uint_eq(group_epoch(), 1);
@@ -160,8 +161,45 @@ START_TEST(test_format)
 	ck_assert_uint_eq(st.block_size_shift, SD_DEFAULT_BLOCK_SIZE_SHIFT);
 	ck_assert_int_eq(group_read_epoch_logs(logs, 4), 1);
 	ck_assert_uint_eq(logs[0].epoch, 1);
-	ck_assert_int_eq(group_format(CTIME + 1, 1, 0, 2), -EEXIST);
+	ck_assert_int_eq(group_format(CTIME + 1, 1, 0, 0, 2), -EEXIST);
 	ck_assert_uint_eq(group_copies(), 2);
+}
+END_TEST
+
+/*
+ * An erasure-coded format (cluster format -c D:P): its copies are D + P,
+ * which must be no more than the nodes; a scheme that names no code, or
+ * copies that are not its D + P, are refused; the scheme is stored with
+ * the format and a member's answer that contradicts itself is refused.
+ */
+START_TEST(test_format_erasure)
+{
+	struct disk_config cfg;
+	struct sd_rsp rsp = answer(SD_STATUS_OK, 1);
+	struct sd_epoch_log logs[1];
+	char path[4200];
+	FILE *f;
+
+	ck_assert_int_eq(group_init(dir), 0);
+	ck_assert_int_eq(group_format(CTIME, 0, 0x22 /* 4:2 */, 0, 5), -ERANGE);
+	ck_assert_int_eq(group_format(CTIME, 0, 0x31 /* 6:1 */, 0, 8), -EINVAL);
+	ck_assert_int_eq(group_format(CTIME, 3, 0x12 /* 2:2 */, 0, 8), -EINVAL);
+	ck_assert(!group_is_formatted());
+	/* a member's state: 2:2 with 2 copies cannot be */
+	epoch_log(&logs[0], 1, (const int[]){ 0 });
+	rsp.cinfo.copy_policy = 0x12;
+	ck_assert_int_eq(group_adopt(&rsp, logs, 1), -EINVAL);
+	ck_assert(!group_is_formatted());
+	ck_assert_int_eq(group_format(CTIME, 0, 0x12, 0, 4), 0);
+	ck_assert_uint_eq(group_copies(), 4);
+	ck_assert_uint_eq(group_copy_policy(), 0x12);
+	gd_path(path, sizeof(path), "config");
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fread(&cfg, sizeof(cfg), 1, f), 1);
+	fclose(f);
+	ck_assert_uint_eq(cfg.copies, 4);
+	ck_assert_uint_eq(cfg.copy_policy, 0x12);
 }
 END_TEST
 
@@ -338,7 +376,7 @@ static void *format_later(void *arg)
 {
 	(void)arg;
 	usleep(20000);
-	ck_assert_int_eq(group_format(CTIME, 1, 0, 1), 0);
+	ck_assert_int_eq(group_format(CTIME, 1, 0, 0, 1), 0);
 	return NULL;
 }
 
@@ -394,6 +432,7 @@ int main(void)
 
 	sd_log_init(NULL, SDOG_EMERG, "test_group");
 	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_format_erasure);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_wait_epoch);
 	tcase_add_test(tc, test_restart_reads_history);

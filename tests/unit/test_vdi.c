@@ -101,9 +101,17 @@ const struct sd_node_id *group_self(void)
 	return &self;
 }
 
+/* the cluster's format: 2 copies, unless a test formats it erasure-coded */
+static uint8_t cluster_copies = 2, cluster_policy;
+
 uint8_t group_copies(void)
 {
-	return 2;
+	return cluster_copies;
+}
+
+uint8_t group_copy_policy(void)
+{
+	return cluster_policy;
 }
 
 #define MAX_LOCAL 64
@@ -376,6 +384,32 @@ START_TEST(test_erasure_code)
 }
 END_TEST
 
+/*
+ * A cluster formatted 2:1 (cluster format -c 2:1): a VDI created without a
+ * scheme is 2:1, one that names copies is replicated, and a clone of a
+ * replicated VDI stays replicated (its base's scheme wins).
+ */
+START_TEST(test_erasure_code_default)
+{
+	uint32_t vid, rep;
+
+	cluster_copies = 3;
+	cluster_policy = 0x11;
+	ck_assert_int_eq(new_scheme("d", 0, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(vdi_find_vid("d", 0, "", &vid), SD_RES_SUCCESS);
+	ck_assert_uint_eq(vdi_copy_policy(vid), 0x11);
+	ck_assert_int_eq(vdi_copies(vid), 3);
+	ck_assert_int_eq(new_scheme("r", 0, 2, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(vdi_find_vid("r", 0, "", &rep), SD_RES_SUCCESS);
+	ck_assert_uint_eq(vdi_copy_policy(rep), 0);
+	ck_assert_int_eq(vdi_copies(rep), 2);
+	ck_assert_int_eq(new_scheme("r-clone", rep, 0, 0), SD_RES_SUCCESS);
+	ck_assert_int_eq(vdi_find_vid("r-clone", 0, "", &vid), SD_RES_SUCCESS);
+	ck_assert_uint_eq(vdi_copy_policy(vid), 0);
+	ck_assert_int_eq(vdi_copies(vid), 2);
+}
+END_TEST
+
 START_TEST(test_lock_owners)
 {
 	uint32_t vid = new_vdi("vm1", 16 << 20);
@@ -535,6 +569,7 @@ int main(void)
 	tcase_add_test(tc, test_delete_and_space);
 	tcase_add_test(tc, test_get_locks);
 	tcase_add_test(tc, test_erasure_code);
+	tcase_add_test(tc, test_erasure_code_default);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
