@@ -52,6 +52,7 @@ struct fake_obj {
 static struct fake_node {
 	struct fake_obj objs[MAX_OBJS];
 	int fail;      /* SD_RES_* every request gets (0: none) */
+	int fail_read; /* SD_RES_* its reads get (a disk that fails reads) */
 	int old_epoch; /* that many requests answer SD_RES_OLD_NODE_VER first */
 	int nr_requests;
 } nodes[NR_NODES];
@@ -116,6 +117,8 @@ static int serve(int node, const struct sd_req *rq, const void *wdata, void *rda
 		bytes_written += rq->data_length;
 	if (n->fail)
 		return n->fail;
+	if (n->fail_read && rq->opcode == SD_OP_READ_PEER)
+		return n->fail_read;
 	if (n->old_epoch) {
 		n->old_epoch--;
 		return SD_RES_OLD_NODE_VER;
@@ -848,6 +851,32 @@ START_TEST(test_ec_small_write_after_join)
 }
 END_TEST
 
+/*
+ * A small write while one strip's node fails its reads (a dying disk):
+ * not in place, but through the whole stripe, the strip rebuilt from the
+ * others and written again whole, as before the write in place existed.
+ */
+START_TEST(test_ec_small_write_strip_unreadable)
+{
+	uint64_t oid = ec_oid_first_on(2);
+	uint8_t *pattern = ec_pattern(), *out = malloc(OBJ_SIZE), chunk[4096];
+
+	ck_assert_int_eq(gateway_create(oid, 0, pattern, OBJ_SIZE, 0, GW_SYNC, &ec21),
+			 SD_RES_SUCCESS);
+	nodes[2].fail_read = SD_RES_EIO; /* node 2 holds strip 0 */
+	memset(chunk, 0x77, sizeof(chunk));
+	ck_assert_int_eq(gateway_write(oid, chunk, sizeof(chunk), 100, GW_SYNC, &ec21),
+			 SD_RES_SUCCESS);
+	nodes[2].fail_read = 0;
+	memcpy(pattern + 100, chunk, sizeof(chunk));
+	ec_check_strips_home(oid, 2, 1, pattern);
+	ck_assert_int_eq(gateway_read(oid, out, OBJ_SIZE, 0, &ec21), SD_RES_SUCCESS);
+	ck_assert(!memcmp(out, pattern, OBJ_SIZE));
+	free(pattern);
+	free(out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gateway");
@@ -872,6 +901,7 @@ int main(void)
 	tcase_add_test(tc, test_ec_missing_object);
 	tcase_add_test(tc, test_ec_small_write_in_place);
 	tcase_add_test(tc, test_ec_small_write_after_join);
+	tcase_add_test(tc, test_ec_small_write_strip_unreadable);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
