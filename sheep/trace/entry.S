@@ -39,6 +39,49 @@
 	.text
 
 /*
+ * The argument registers, rax (a variadic call's vector count) and r10
+ * (the static chain), around a hook: 64 bytes, so that what was 0(%rsp)
+ * on arrival is 64(%rsp). restore_args keeps the flags (pops only).
+ */
+.macro save_args
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdx
+	.cfi_adjust_cfa_offset 8
+	pushq	%rcx
+	.cfi_adjust_cfa_offset 8
+	pushq	%r8
+	.cfi_adjust_cfa_offset 8
+	pushq	%r9
+	.cfi_adjust_cfa_offset 8
+	pushq	%r10
+	.cfi_adjust_cfa_offset 8
+.endm
+
+.macro restore_args
+	popq	%r10
+	.cfi_adjust_cfa_offset -8
+	popq	%r9
+	.cfi_adjust_cfa_offset -8
+	popq	%r8
+	.cfi_adjust_cfa_offset -8
+	popq	%rcx
+	.cfi_adjust_cfa_offset -8
+	popq	%rdx
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
+.endm
+
+/*
  * The slow paths call C, which may use the vector argument registers the
  * traced function's caller passed: keep xmm0-7 below the saved ones.
  */
@@ -73,44 +116,14 @@
 	.p2align 4
 trace_entry_tramp:
 	.cfi_startproc
-	pushq	%rax
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rsi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdx
-	.cfi_adjust_cfa_offset 8
-	pushq	%rcx
-	.cfi_adjust_cfa_offset 8
-	pushq	%r8
-	.cfi_adjust_cfa_offset 8
-	pushq	%r9
-	.cfi_adjust_cfa_offset 8
-	pushq	%r10
-	.cfi_adjust_cfa_offset 8
+	save_args
 	movq	64(%rsp), %rdi		/* stub + 5 */
 	leaq	72(%rsp), %rsi		/* where F's return address is */
 	call	trace_entry_hook@PLT
 	cmpl	$TRACE_HOOK_UNTRACED, %eax
 	ja	3f			/* TRACE_HOOK_SLOW */
 	/* pops keep the flags of that compare */
-1:	popq	%r10
-	.cfi_adjust_cfa_offset -8
-	popq	%r9
-	.cfi_adjust_cfa_offset -8
-	popq	%r8
-	.cfi_adjust_cfa_offset -8
-	popq	%rcx
-	.cfi_adjust_cfa_offset -8
-	popq	%rdx
-	.cfi_adjust_cfa_offset -8
-	popq	%rsi
-	.cfi_adjust_cfa_offset -8
-	popq	%rdi
-	.cfi_adjust_cfa_offset -8
-	popq	%rax
-	.cfi_adjust_cfa_offset -8
+1:	restore_args
 	je	2f
 	/*
 	 * TRACE_HOOK_TRACED: the hook kept F's return address on the shadow
@@ -178,43 +191,13 @@ trace_return_tramp:
 	.p2align 4
 trace_func_tramp:
 	.cfi_startproc
-	pushq	%rax
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rsi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdx
-	.cfi_adjust_cfa_offset 8
-	pushq	%rcx
-	.cfi_adjust_cfa_offset 8
-	pushq	%r8
-	.cfi_adjust_cfa_offset 8
-	pushq	%r9
-	.cfi_adjust_cfa_offset 8
-	pushq	%r10
-	.cfi_adjust_cfa_offset 8
+	save_args
 	movq	64(%rsp), %rdi		/* F + 5 */
 	movq	72(%rsp), %rsi		/* F's caller */
 	call	trace_func_hook@PLT
 	cmpl	$TRACE_HOOK_UNTRACED, %eax
 	ja	3f			/* TRACE_HOOK_SLOW */
-1:	popq	%r10
-	.cfi_adjust_cfa_offset -8
-	popq	%r9
-	.cfi_adjust_cfa_offset -8
-	popq	%r8
-	.cfi_adjust_cfa_offset -8
-	popq	%rcx
-	.cfi_adjust_cfa_offset -8
-	popq	%rdx
-	.cfi_adjust_cfa_offset -8
-	popq	%rsi
-	.cfi_adjust_cfa_offset -8
-	popq	%rdi
-	.cfi_adjust_cfa_offset -8
-	popq	%rax
-	.cfi_adjust_cfa_offset -8
+1:	restore_args
 	ret
 3:	/* slow path: this thread has no buffer for this session yet */
 	.cfi_adjust_cfa_offset 64
@@ -247,44 +230,14 @@ trace_sample_tramp:
 	.cfi_startproc
 	cmpl	$0, %fs:trace_req_unsampled@tpoff
 	jne	4f
-	pushq	%rax
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rsi
-	.cfi_adjust_cfa_offset 8
-	pushq	%rdx
-	.cfi_adjust_cfa_offset 8
-	pushq	%rcx
-	.cfi_adjust_cfa_offset 8
-	pushq	%r8
-	.cfi_adjust_cfa_offset 8
-	pushq	%r9
-	.cfi_adjust_cfa_offset 8
-	pushq	%r10
-	.cfi_adjust_cfa_offset 8
+	save_args
 	movq	64(%rsp), %rdi		/* F + 5 */
 	leaq	72(%rsp), %rsi		/* where F's return address is */
 	leaq	trace_return_tramp(%rip), %rdx	/* what goes there */
 	call	trace_sample_hook@PLT
 	cmpl	$TRACE_HOOK_UNTRACED, %eax
 	ja	3f			/* TRACE_HOOK_SLOW */
-1:	popq	%r10
-	.cfi_adjust_cfa_offset -8
-	popq	%r9
-	.cfi_adjust_cfa_offset -8
-	popq	%r8
-	.cfi_adjust_cfa_offset -8
-	popq	%rcx
-	.cfi_adjust_cfa_offset -8
-	popq	%rdx
-	.cfi_adjust_cfa_offset -8
-	popq	%rsi
-	.cfi_adjust_cfa_offset -8
-	popq	%rdi
-	.cfi_adjust_cfa_offset -8
-	popq	%rax
-	.cfi_adjust_cfa_offset -8
+1:	restore_args
 4:	ret				/* to F + 5, traced or not */
 3:	/* slow path: this thread has no buffer for this session yet */
 	.cfi_adjust_cfa_offset 64
