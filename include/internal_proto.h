@@ -79,6 +79,15 @@
  */
 #define SD_OP_FETCH_PEER 0xA6
 /*
+ * FETCH_PEER_NOW: the same read, for a write that waits on it (a replica
+ * that lacks the object it is asked to write: an epoch change moved it
+ * there and recovery has not copied it yet). The holder queues it ahead of
+ * recovery's FETCH_PEERs. A sheep that does not know it answers
+ * SD_RES_INVALID_PARMS, as to any unknown opcode: the fetch is then asked
+ * again as FETCH_PEER.
+ */
+#define SD_OP_FETCH_PEER_NOW 0xA7
+/*
  * With GET_OBJ_LIST and FETCH_PEER: the stale copies (objects that a node
  * set aside when it rejoined) instead of the live ones.
  */
@@ -102,7 +111,7 @@
 
 static inline bool sd_is_peer_op(uint8_t opcode)
 {
-	return opcode >= 0xA0 && opcode <= 0xA6;
+	return opcode >= 0xA0 && opcode <= 0xA7;
 }
 
 static inline void sd_req_set_trace(struct sd_req *rq, uint64_t id, uint16_t flags)

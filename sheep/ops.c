@@ -385,6 +385,9 @@ static const struct sd_op_template ops[] = {
 	{ "FLUSH_PEER", SD_OP_FLUSH_PEER, OP_PEER, false, peer_op_flush },
 	{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, OP_PEER, false, peer_op_get_obj_list },
 	{ "FETCH_PEER", SD_OP_FETCH_PEER, OP_FETCH, false, peer_op_fetch },
+	/* the same for a write that waits on it: ahead of recovery's */
+	{ "FETCH_PEER_NOW", SD_OP_FETCH_PEER_NOW, OP_FETCH, false, peer_op_fetch, NULL, NULL, NULL,
+	  true },
 	/*
 	 * internal, the tracer: one worker of its own, in order. READ renders
 	 * a whole snapshot (up to the buffer size per thread) and START/STOP

@@ -47,6 +47,8 @@ struct sd_op_template {
 	 */
 	bool (*reply_held)(const struct request *req);
 	void (*finish)(struct request *req);
+	/* queued ahead of the op's queue's other work (wq_queue_urgent): a client waits on it */
+	bool urgent;
 };
 
 /* by opcode, its entry of the table; NULL: no such op */

@@ -149,7 +149,10 @@ void ops_execute(struct request *req)
 		return answer.done(req);
 	req->work.fn = do_work;
 	req->work.done = work_done;
-	wq_queue_at(queues[op->type], &req->work, req->start);
+	if (op->urgent)
+		wq_queue_urgent(queues[op->type], &req->work, req->start);
+	else
+		wq_queue_at(queues[op->type], &req->work, req->start);
 }
 
 static bool has_oid(uint8_t opcode)
@@ -157,7 +160,8 @@ static bool has_oid(uint8_t opcode)
 	return opcode == SD_OP_READ_OBJ || opcode == SD_OP_WRITE_OBJ ||
 	       opcode == SD_OP_CREATE_AND_WRITE_OBJ || opcode == SD_OP_REMOVE_OBJ ||
 	       (opcode >= SD_OP_READ_PEER && opcode <= SD_OP_FLUSH_PEER) ||
-	       opcode == SD_OP_FETCH_PEER || opcode == SD_OP_STAT_HOLD;
+	       opcode == SD_OP_FETCH_PEER || opcode == SD_OP_FETCH_PEER_NOW ||
+	       opcode == SD_OP_STAT_HOLD;
 }
 
 void ops_report_hang(const struct request *req, const char *client, uint64_t age_ns)

@@ -29,7 +29,10 @@
  * replicas first: they got every write since the epoch began), and only
  * when no node has a live copy, a stale one (a copy set aside at a rejoin
  * may lack writes, but it beats none). An inode fetched is news for the
- * VDI table above (replica_set_inode_fetched).
+ * VDI table above (replica_set_inode_fetched). A write's fetch goes ahead
+ * of recovery's on the holder (FETCH_PEER_NOW): recovery fetches objects
+ * by the hundred after an epoch change, and a client's write waited behind
+ * them (tests/bench/epoch-change).
  *
  * The locks are striped: objects that share a stripe only wait for each
  * other's creates and fetches, never for their writes.
@@ -92,11 +95,18 @@ uint32_t replica_object_size(uint64_t oid)
 	return UINT32_C(1) << shift;
 }
 
-static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, void *buf,
+/*
+ * One node's copy of oid into buf[size]. now: a write waits on it
+ * (FETCH_PEER_NOW, ahead of the holder's recovery fetches), else
+ * recovery's FETCH_PEER. A holder too old to know FETCH_PEER_NOW answers
+ * INVALID_PARMS: asked again the old way (a valid fetch is never refused
+ * so by a sheep that knows it).
+ */
+static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, bool now, void *buf,
 		      uint32_t size)
 {
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
-			     .opcode = SD_OP_FETCH_PEER,
+			     .opcode = now ? SD_OP_FETCH_PEER_NOW : SD_OP_FETCH_PEER,
 			     .flags = stale ? SD_FLAG_CMD_STALE : 0,
 			     .data_length = size };
 	struct sd_rsp rsp;
@@ -104,6 +114,8 @@ static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, vo
 	rq.obj.oid = oid;
 	if (peer_request(nid, &rq, NULL, buf, &rsp))
 		return SD_RES_EIO;
+	if (now && rsp.result == SD_RES_INVALID_PARMS)
+		return fetch_from(nid, oid, stale, false, buf, size);
 	if (rsp.result == SD_RES_SUCCESS && rsp.data_length != size)
 		return SD_RES_EIO;
 	return (int)rsp.result;
@@ -130,7 +142,7 @@ static uint32_t trimmed_len(const void *buf, uint32_t len)
  * has none, or the last other failure.
  */
 static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, bool stale,
-		     void *buf, uint32_t size)
+		     bool now, void *buf, uint32_t size)
 {
 	int copies = vdi_copies(oid_to_vid(oid)), ret = SD_RES_NO_OBJ, node;
 	uint64_t skip = ~mask;
@@ -140,7 +152,7 @@ static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, b
 		skip |= UINT64_C(1) << er->local_idx;
 	peer_iter_init(&it, er, oid, copies > 0 ? copies : group_copies(), false, skip);
 	while ((node = peer_iter_next(&it)) >= 0) {
-		int r = fetch_from(&er->ring.nodes[node].nid, oid, stale, buf, size);
+		int r = fetch_from(&er->ring.nodes[node].nid, oid, stale, now, buf, size);
 
 		if (r == SD_RES_SUCCESS)
 			return r;
@@ -152,18 +164,18 @@ static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, b
 
 /*
  * A copy of oid into buf[size]: a live one from the nodes in live, else a
- * stale one from the nodes in stale or this node's own. SD_RES_NO_OBJ when
- * there is none.
+ * stale one from the nodes in stale or this node's own (now: for a write,
+ * see fetch_from). SD_RES_NO_OBJ when there is none.
  */
 static int fetch_copy(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
-		      void *buf, uint32_t size)
+		      bool now, void *buf, uint32_t size)
 {
 	int ret = SD_RES_NO_OBJ;
 
 	if (live)
-		ret = fetch_any(er, oid, live, false, buf, size);
+		ret = fetch_any(er, oid, live, false, now, buf, size);
 	if (ret == SD_RES_NO_OBJ && stale) {
-		ret = fetch_any(er, oid, stale, true, buf, size);
+		ret = fetch_any(er, oid, stale, true, now, buf, size);
 		if (ret == SD_RES_NO_OBJ &&
 		    sd_store->read_stale(oid, buf, size, 0) == SD_RES_SUCCESS)
 			ret = SD_RES_SUCCESS;
@@ -192,8 +204,8 @@ static int store_fetched(uint64_t oid, const void *buf, uint32_t size, bool sync
 	return ret;
 }
 
-int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
-		  bool sync)
+static int fetch_object(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+			bool sync, bool now)
 {
 	uint32_t size = replica_object_size(oid);
 	int ret;
@@ -207,7 +219,7 @@ int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
-	ret = fetch_copy(er, oid, live, stale, buf, size);
+	ret = fetch_copy(er, oid, live, stale, now, buf, size);
 	if (ret == SD_RES_SUCCESS)
 		ret = store_fetched(oid, buf, size, sync);
 	/* a node that restarted alone may not have known this VDI */
@@ -215,6 +227,12 @@ int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint
 		inode_fetched_fn(oid_to_vid(oid), buf);
 	free(buf);
 	return ret;
+}
+
+int replica_fetch(const struct epoch_ring *er, uint64_t oid, uint64_t live, uint64_t stale,
+		  bool sync)
+{
+	return fetch_object(er, oid, live, stale, sync, false);
 }
 
 /*
@@ -237,7 +255,7 @@ static int fetch_and_write(const struct epoch_ring *er, uint64_t oid, const void
 	buf = malloc(size);
 	if (!buf)
 		return SD_RES_NO_MEM;
-	ret = fetch_copy(er, oid, ~UINT64_C(0), ~UINT64_C(0), buf, size);
+	ret = fetch_copy(er, oid, ~UINT64_C(0), ~UINT64_C(0), true, buf, size);
 	if (ret == SD_RES_SUCCESS) {
 		memcpy(buf + off, wbuf, len);
 		/* durable whatever the write's flag: it holds the copy's acknowledged bytes */
@@ -266,7 +284,7 @@ int replica_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, boo
 		ret = sd_store->write(oid, buf, len, off, sync);
 	} else if (is_vdi_obj(oid)) {
 		/* an inode: fetched as it is, news for the VDI table, then written */
-		ret = replica_fetch(er, oid, ~UINT64_C(0), ~UINT64_C(0), true);
+		ret = fetch_object(er, oid, ~UINT64_C(0), ~UINT64_C(0), true, true);
 		if (ret == SD_RES_SUCCESS)
 			ret = sd_store->write(oid, buf, len, off, sync);
 	} else {

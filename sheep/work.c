@@ -142,12 +142,20 @@ void wq_queue(struct work_queue *q, struct work *w)
 	wq_queue_at(q, w, stat_clock());
 }
 
-void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
+static void queue_work(struct work_queue *q, struct work *w, uint64_t now, bool urgent)
 {
+	struct list_node *before = &q->pending.n;
+
 	w->queued = now;
 	w->tid = 0;
+	w->urgent = urgent;
 	pthread_mutex_lock(&q->lock);
-	list_add_tail(&w->node, &q->pending);
+	/* behind the urgent works already waiting (few: the walk stops at the first other) */
+	if (urgent)
+		for (before = q->pending.n.next; before != &q->pending.n; before = before->next)
+			if (!container_of(before, struct work, node)->urgent)
+				break;
+	list_insert_between(&w->node, before->prev, before);
 	pthread_mutex_unlock(&q->lock);
 	/*
 	 * Signalled after the unlock: a worker woken under the lock ran at
@@ -158,6 +166,16 @@ void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 	 * so the work added above is never missed.
 	 */
 	pthread_cond_signal(&q->cond);
+}
+
+void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
+{
+	queue_work(q, w, now, false);
+}
+
+void wq_queue_urgent(struct work_queue *q, struct work *w, uint64_t now)
+{
+	queue_work(q, w, now, true);
 }
 
 int wq_info_all(struct wq_info *out, int max)
@@ -174,13 +192,14 @@ int wq_info_all(struct wq_info *out, int max)
 		pthread_mutex_unlock(&done_lock);
 		out[n].nr_running = (int)(q->nr_taken - out[n].nr_done);
 		out[n].nr_queued = 0;
-		for (struct list_node *p = q->pending.n.next; p != &q->pending.n; p = p->next)
-			out[n].nr_queued++;
 		out[n].oldest_queued = 0;
-		if (!list_empty(&q->pending)) {
-			struct work *w = list_first_entry(&q->pending, struct work, node);
+		/* not always the first: an urgent work goes ahead of older ones */
+		for (struct list_node *p = q->pending.n.next; p != &q->pending.n; p = p->next) {
+			uint64_t queued = container_of(p, struct work, node)->queued;
 
-			out[n].oldest_queued = w->queued;
+			out[n].nr_queued++;
+			if (!out[n].oldest_queued || queued < out[n].oldest_queued)
+				out[n].oldest_queued = queued;
 		}
 		pthread_mutex_unlock(&q->lock);
 	}

@@ -6,6 +6,7 @@
 #ifndef WORK_H
 #define WORK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "list.h"
@@ -19,6 +20,7 @@ struct work {
 	work_fn done;	    /* on the main thread */
 	uint64_t queued;	    /* stat_clock() when queued */
 	int tid;	    /* the worker running fn, once it runs (read with __atomic) */
+	bool urgent;	    /* queued by wq_queue_urgent: ahead of the others */
 };
 
 struct work_queue;
@@ -30,6 +32,13 @@ struct work_queue *wq_create(const char *name, int nr_threads);
 void wq_queue(struct work_queue *q, struct work *w);
 /* the same, with the caller's stat_clock() reading of now (it already had one) */
 void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now);
+/*
+ * The same, ahead of every work queued without it (behind the urgent ones
+ * already waiting: first come, first served among them). For the work a
+ * client waits on, on a queue that background work fills (a write's fetch
+ * behind recovery's).
+ */
+void wq_queue_urgent(struct work_queue *q, struct work *w, uint64_t now);
 /* a queue's state, for the statistics */
 struct wq_info {
 	const char *name;

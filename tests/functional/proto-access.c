@@ -99,6 +99,7 @@ int scenario_access(void)
 		{ "REMOVE_PEER", SD_OP_REMOVE_PEER, 0, oid, -1 },
 		{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, 0, 0, -1 },
 		{ "FETCH_PEER", SD_OP_FETCH_PEER, 0, oid, -1 },
+		{ "FETCH_PEER_NOW", SD_OP_FETCH_PEER_NOW, 0, oid, -1 },
 	};
 
 	memset(buf, 'X', 4096);

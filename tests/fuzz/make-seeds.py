@@ -23,7 +23,7 @@ OPNAMES = {0x01: "create-write-obj", 0x02: "read-obj", 0x03: "write-obj", 0x11: 
            0x81: "stat-cluster", 0x82: "get-node-list", 0x83: "stat-sheep", 0x84: "shutdown",
            0x85: "stat-recovery", 0x86: "get-vdi-locks", 0xA0: "read-peer", 0xA1: "write-peer",
            0xA2: "create-write-peer", 0xA3: "remove-peer", 0xA4: "flush-peer",
-           0xA5: "get-obj-list", 0xA6: "fetch-peer", 0xB0: "trace-start", 0xB1: "trace-stop",
+           0xA5: "get-obj-list", 0xA6: "fetch-peer", 0xA7: "fetch-peer-now", 0xB0: "trace-start", 0xB1: "trace-stop",
            0xB2: "trace-status", 0xB3: "trace-read"}
 INODE_HEADER_SIZE = 4664
 
@@ -61,6 +61,7 @@ def crafted():
         "get-obj-list": hdr(0xA5, 0, dlen=65536),
         "get-obj-list-stale": hdr(0xA5, 0x8000, dlen=65536),
         "fetch-peer": hdr(0xA6, 0, dlen=4096, rest=obj(inode_oid)),
+        "fetch-peer-now": hdr(0xA7, 0, epoch=1, dlen=4096, rest=obj(data_oid)),
         "peer-pipeline": hdr(0xA2, 1, id_=1, dlen=8, rest=obj(data_oid)) + b"12345678" +
         hdr(0xA0, 0, id_=2, dlen=8, rest=obj(data_oid)) + hdr(0xA3, 0, id_=3, rest=obj(data_oid)),
         "bad-version": hdr(0xA0, 0, dlen=8, rest=obj(data_oid), ver=1),

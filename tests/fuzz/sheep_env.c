@@ -66,6 +66,11 @@ void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 	wq_queue(q, w);
 }
 
+void wq_queue_urgent(struct work_queue *q, struct work *w, uint64_t now)
+{
+	wq_queue(q, w);
+}
+
 /* the statistics' view of the queues: names only, nothing ever waits here */
 int wq_info_all(struct wq_info *out, int max)
 {

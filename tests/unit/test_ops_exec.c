@@ -41,12 +41,21 @@ struct work_queue *wq_create(const char *name, int nr_threads)
 	return &made[nr_made++];
 }
 
+static bool last_urgent; /* the last work went through wq_queue_urgent */
+
 void wq_queue_at(struct work_queue *q, struct work *w, uint64_t now)
 {
 	(void)now;
 	last_queue = q->name;
+	last_urgent = false;
 	w->fn(w);
 	w->done(w);
+}
+
+void wq_queue_urgent(struct work_queue *q, struct work *w, uint64_t now)
+{
+	wq_queue_at(q, w, now);
+	last_urgent = true;
 }
 
 static bool joining;
@@ -205,6 +214,23 @@ START_TEST(test_each_type_its_queue)
 }
 END_TEST
 
+/* an urgent op (a write's fetch) goes ahead on its queue, the others at its end */
+START_TEST(test_urgent_ahead)
+{
+	struct sd_op_template op;
+	struct request *req = new_req(&op, OP_FETCH, SD_OP_FETCH_PEER_NOW);
+
+	op.urgent = true;
+	ops_execute(req);
+	ck_assert_str_eq(last_queue, "fetch");
+	ck_assert(last_urgent);
+	ck_assert_str_eq(ev.order, "ped");
+	req = new_req(&op, OP_FETCH, SD_OP_FETCH_PEER);
+	ops_execute(req);
+	ck_assert(!last_urgent);
+}
+END_TEST
+
 START_TEST(test_ordered_goes_to_the_order)
 {
 	struct sd_op_template op;
@@ -312,6 +338,7 @@ int main(void)
 	tcase_add_test(tc, test_queues_made);
 	tcase_add_test(tc, test_main_runs_at_once);
 	tcase_add_test(tc, test_each_type_its_queue);
+	tcase_add_test(tc, test_urgent_ahead);
 	tcase_add_test(tc, test_ordered_goes_to_the_order);
 	tcase_add_test(tc, test_inline_skips_the_queue);
 	tcase_add_test(tc, test_held_reply_finishes);

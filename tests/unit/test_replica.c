@@ -93,6 +93,10 @@ bool deleted_has(uint64_t oid)
 static char peer_obj[FETCH_SIZE];
 static bool peer_has;
 static int nr_fetches; /* atomic */
+/* by kind: FETCH_PEER (recovery's) and FETCH_PEER_NOW (a write's); atomic */
+static int nr_plain, nr_now;
+/* answer FETCH_PEER_NOW as a sheep that does not know it: INVALID_PARMS */
+static bool peer_old;
 static int listen_fd = -1;
 static pthread_t peer_thread;
 
@@ -103,12 +107,16 @@ static void *peer_conn(void *arg)
 
 	while (!sd_read_full(fd, &rq, sizeof(rq))) {
 		struct sd_rsp rsp = { .proto_ver = SD_SHEEP_PROTO_VER, .opcode = rq.opcode };
-		bool ok = rq.opcode == SD_OP_FETCH_PEER &&
-			  __atomic_load_n(&peer_has, __ATOMIC_ACQUIRE) &&
+		bool old = rq.opcode == SD_OP_FETCH_PEER_NOW &&
+			   __atomic_load_n(&peer_old, __ATOMIC_ACQUIRE);
+		bool ok = (rq.opcode == SD_OP_FETCH_PEER || rq.opcode == SD_OP_FETCH_PEER_NOW) &&
+			  !old && __atomic_load_n(&peer_has, __ATOMIC_ACQUIRE) &&
 			  rq.data_length == FETCH_SIZE;
 
 		__atomic_fetch_add(&nr_fetches, 1, __ATOMIC_RELAXED);
-		rsp.result = ok ? SD_RES_SUCCESS : SD_RES_NO_OBJ;
+		__atomic_fetch_add(rq.opcode == SD_OP_FETCH_PEER_NOW ? &nr_now : &nr_plain, 1,
+				   __ATOMIC_RELAXED);
+		rsp.result = ok ? SD_RES_SUCCESS : old ? SD_RES_INVALID_PARMS : SD_RES_NO_OBJ;
 		rsp.data_length = ok ? FETCH_SIZE : 0;
 		if (sd_write_full(fd, &rsp, sizeof(rsp)) ||
 		    (ok && sd_write_full(fd, peer_obj, FETCH_SIZE)))
@@ -313,7 +321,45 @@ static void peer_holds(char c)
 	memset(peer_obj, c, sizeof(peer_obj));
 	__atomic_store_n(&peer_has, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&nr_fetches, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&nr_plain, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&nr_now, 0, __ATOMIC_RELEASE);
 }
+
+/*
+ * A write's fetch is FETCH_PEER_NOW (the holder puts it ahead of
+ * recovery's), recovery's is FETCH_PEER; a holder that does not know the
+ * first is asked again with the second.
+ */
+START_TEST(test_fetch_kinds)
+{
+	char *back = malloc(FETCH_SIZE), *want = malloc(FETCH_SIZE);
+
+	peer_holds('W');
+	ck_assert_int_eq(replica_write(FETCH_OID(10), "hello", 5, 0, true), SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&nr_now, __ATOMIC_ACQUIRE), 1);
+	ck_assert_int_eq(__atomic_load_n(&nr_plain, __ATOMIC_ACQUIRE), 0);
+
+	peer_holds('R');
+	ck_assert_int_eq(replica_fetch(&test_er, FETCH_OID(11), ~UINT64_C(0), 0, false),
+			 SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&nr_now, __ATOMIC_ACQUIRE), 0);
+	ck_assert_int_eq(__atomic_load_n(&nr_plain, __ATOMIC_ACQUIRE), 1);
+
+	/* an older holder: INVALID_PARMS to the new op, then the old one, and the write lands */
+	peer_holds('O');
+	__atomic_store_n(&peer_old, true, __ATOMIC_RELEASE);
+	ck_assert_int_eq(replica_write(FETCH_OID(12), "hello", 5, 100, true), SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&nr_now, __ATOMIC_ACQUIRE), 1);
+	ck_assert_int_eq(__atomic_load_n(&nr_plain, __ATOMIC_ACQUIRE), 1);
+	ck_assert_int_eq(sd_store->read(FETCH_OID(12), back, FETCH_SIZE, 0), SD_RES_SUCCESS);
+	memset(want, 'O', FETCH_SIZE);
+	memcpy(want + 100, "hello", 5);
+	ck_assert_int_eq(first_diff(back, want), -1);
+	__atomic_store_n(&peer_old, false, __ATOMIC_RELEASE);
+	free(want);
+	free(back);
+}
+END_TEST
 
 START_TEST(test_write_missing_fetches_it)
 {
@@ -492,6 +538,7 @@ int main(void)
 	tcase_add_test(tc, test_lock_per_object);
 	tcase_add_test(tc, test_racing_creates_all_land);
 	tcase_add_test(tc, test_write_missing_fetches_it);
+	tcase_add_test(tc, test_fetch_kinds);
 	tcase_add_test(tc, test_write_missing_one_durable_create);
 	tcase_add_test(tc, test_write_missing_nowhere);
 	tcase_add_test(tc, test_write_races_create);

@@ -694,6 +694,56 @@ START_TEST(test_queue_counts)
 }
 END_TEST
 
+static int ran[4], nr_ran;
+
+static void record_fn(struct work *w)
+{
+	ran[nr_ran++] = (int)w->queued; /* one worker: no race */
+}
+
+/*
+ * Urgent works go ahead of the others, first come first served among
+ * themselves, and the oldest waiting is still the oldest queued.
+ */
+START_TEST(test_queue_urgent)
+{
+	struct work hold = { .fn = hold_fn };
+	struct work w[4] = { { .fn = record_fn }, { .fn = record_fn }, { .fn = record_fn },
+			     { .fn = record_fn } };
+	struct work_queue *q;
+	struct wq_info info;
+
+	ck_assert_int_eq(ev_init(16), 0);
+	ck_assert_int_eq(wq_init(), 0);
+	ck_assert_ptr_nonnull(q = wq_create("urgent", 1));
+	wq_queue_at(q, &hold, 1);
+	pthread_mutex_lock(&hold_lock);
+	while (!nr_held)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	wq_queue_at(q, &w[0], 10);
+	wq_queue_urgent(q, &w[1], 11);
+	wq_queue_at(q, &w[2], 12);
+	wq_queue_urgent(q, &w[3], 13);
+	info = queue_info();
+	ck_assert_int_eq(info.nr_queued, 4);
+	ck_assert_uint_eq(info.oldest_queued, 10);
+	pthread_mutex_lock(&hold_lock);
+	hold_released = true;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	for (int i = 0; i < 10000 && queue_info().nr_done < 5; i++)
+		usleep(1000);
+	ck_assert_uint_eq(queue_info().nr_done, 5);
+	ck_assert_int_eq(nr_ran, 4);
+	ck_assert_int_eq(ran[0], 11);
+	ck_assert_int_eq(ran[1], 13);
+	ck_assert_int_eq(ran[2], 10);
+	ck_assert_int_eq(ran[3], 12);
+	wq_shutdown_all();
+}
+END_TEST
+
 static Suite *stat_suite(void)
 {
 	Suite *s = suite_create("stat");
@@ -710,6 +760,7 @@ static Suite *stat_suite(void)
 	tcase_add_test(tc, test_req_end_steps);
 	tcase_add_test(tc, test_hist_fold);
 	tcase_add_test(tc, test_queue_counts);
+	tcase_add_test(tc, test_queue_urgent);
 	tcase_add_test(tc, test_vdis);
 	tcase_add_test(tc, test_snapshot);
 	tcase_add_test(tc, test_snapshot_queues);
