@@ -160,6 +160,8 @@ extern const struct subcommand cluster_snapshot_cmds[];
 
 /* node.c: GET_NODE_LIST into a new array (free it): EXIT_OK or an exit code */
 int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx);
+/* node.c: collie cluster reweight (the vnodes from the nodes' sizes) */
+int cluster_reweight(int argc, char **argv);
 /* node_stat.c: collie node stat */
 int node_stat(int argc, char **argv);
 

@@ -1,5 +1,6 @@
 /*
- * collie node: list, info, recovery, log level, kill (stat in node_stat.c).
+ * collie node: list, info, recovery, log level, vnodes, kill (stat in node_stat.c);
+ * collie cluster reweight.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "collie.h"
 #include "logger.h"
+#include "ring.h"
 
 /* GET_NODE_LIST into a new array: EXIT_OK or an exit code */
 int node_get_list(struct sd_node **nodes, uint32_t *nr, uint32_t *local_idx)
@@ -385,6 +387,176 @@ out_free:
 	return ret;
 }
 
+/*
+ * SET_VNODES e[n] through the node collie talks to, then wait (up to
+ * 10 s) until its node list shows them: every node counts the epoch at the
+ * same place of the order. EXIT_OK or an exit code, said why.
+ */
+static int vnodes_apply(const struct sd_vnodes_entry *e, uint32_t n)
+{
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	int ret;
+
+	collie_init_req(&hdr, SD_OP_SET_VNODES);
+	hdr.flags |= SD_FLAG_CMD_WRITE;
+	hdr.data_length = n * (uint32_t)sizeof(*e);
+	ret = collie_run("failed to set the vnodes", &hdr, (void *)e, hdr.data_length, 0, &rsp);
+	if (ret)
+		return ret;
+	for (int tries = 0; tries < 100; tries++) {
+		struct sd_node *nodes;
+		uint32_t nr, local_idx, nr_done = 0;
+
+		ret = node_get_list(&nodes, &nr, &local_idx);
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t j = 0; j < nr; j++)
+				nr_done += !memcmp(&nodes[j].nid, &e[i].nid, sizeof(e[i].nid)) &&
+					   nodes[j].nr_vnodes == e[i].nr_vnodes;
+		free(nodes);
+		if (nr_done == n)
+			return EXIT_OK;
+		usleep(100000);
+	}
+	collie_err("the new vnodes were sent, but the node list does not show them after 10 s "
+		   "(a node left meanwhile?): see collie node list and sheep.log");
+	return EXIT_FAIL;
+}
+
+/* node vnodes set N: the weight of the node collie talks to */
+static int node_vnodes_set(int argc, char **argv)
+{
+	struct sd_vnodes_entry e = { 0 };
+	struct sd_node *nodes;
+	uint32_t nr, local_idx;
+	uint64_t v;
+	char addr[64];
+	int ret;
+
+	if (sd_parse_uint(argv[0], 1, SD_MAX_VNODES, &v))
+		return collie_usage_err("invalid vnode count '%s' (1-%d)", argv[0], SD_MAX_VNODES);
+	ret = node_get_list(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	if (local_idx >= nr) {
+		collie_err("the node collie talks to is not in its own node list (joining?)");
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	sd_addr_to_str(nodes[local_idx].nid.addr, nodes[local_idx].nid.port, addr, sizeof(addr));
+	if (nodes[local_idx].flags & SD_NODE_GATEWAY) {
+		collie_err("node %u (%s) is a gateway (sheep --gateway): it stores nothing and has "
+			   "no vnodes",
+			   local_idx, addr);
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	if (nodes[local_idx].nr_vnodes == v) {
+		printf("node %u (%s) has %u vnodes already: nothing changes\n", local_idx, addr,
+		       (unsigned int)v);
+		ret = EXIT_OK;
+		goto out;
+	}
+	e.nid = nodes[local_idx].nid;
+	e.nr_vnodes = (uint32_t)v;
+	ret = vnodes_apply(&e, 1);
+	if (!ret)
+		printf("node %u (%s): vnodes %u -> %u, a new epoch; its objects move (collie node "
+		       "recovery -w 1)\n",
+		       local_idx, addr, nodes[local_idx].nr_vnodes, (unsigned int)v);
+out:
+	free(nodes);
+	return ret;
+}
+
+/*
+ * cluster reweight: every storing node's vnodes from the size of the
+ * filesystems that hold its objects (its disks'): SD_DEFAULT_VNODES for a
+ * node of the mean size, in proportion otherwise. One epoch for all.
+ */
+int cluster_reweight(int argc, char **argv)
+{
+	struct sd_vnodes_entry *e = NULL;
+	struct sd_node *nodes;
+	uint64_t *size = NULL;
+	double total = 0;
+	uint32_t nr, local_idx, nr_storing = 0, n = 0;
+	int ret;
+
+	ret = node_get_list(&nodes, &nr, &local_idx);
+	if (ret)
+		return ret;
+	size = calloc(nr ? nr : 1, sizeof(*size));
+	e = calloc(nr ? nr : 1, sizeof(*e));
+	if (!size || !e) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+		goto out;
+	}
+	for (uint32_t i = 0; i < nr; i++) {
+		struct sd_node_info info;
+
+		if (nodes[i].flags & SD_NODE_GATEWAY)
+			continue;
+		ret = node_exec(&nodes[i], i, SD_OP_STAT_SHEEP, &info, sizeof(info), "status");
+		if (ret)
+			goto out; /* every size or none: the weights are relative */
+		size[i] = info.store_size;
+		total += (double)size[i];
+		nr_storing++;
+	}
+	if (!nr_storing || total <= 0) {
+		collie_err("no node stores objects, or none has any space");
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	if (!opts.raw)
+		printf("  Id   Host:Port                      Size   V-Nodes\n");
+	for (uint32_t i = 0; i < nr; i++) {
+		double want = SD_DEFAULT_VNODES * (double)size[i] * nr_storing / total;
+		uint32_t v = want < 1 ? 1 : want > SD_MAX_VNODES ? SD_MAX_VNODES : (uint32_t)(want + 0.5);
+		char addr[64], sz[32];
+
+		if (nodes[i].flags & SD_NODE_GATEWAY)
+			continue;
+		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
+		collie_fmt_size(size[i], sz, sizeof(sz));
+		if (opts.raw)
+			printf("%u %s %llu %u %u\n", i, addr, (unsigned long long)size[i],
+			       nodes[i].nr_vnodes, v);
+		else
+			printf("%4u   %-24s %10s   %u -> %u\n", i, addr, sz, nodes[i].nr_vnodes, v);
+		if (v != nodes[i].nr_vnodes) {
+			e[n].nid = nodes[i].nid;
+			e[n++].nr_vnodes = v;
+		}
+	}
+	if (!n) {
+		printf("the vnodes match the nodes' sizes already: nothing changes\n");
+		ret = EXIT_OK;
+		goto out;
+	}
+	ret = vnodes_apply(e, n);
+	if (!ret)
+		printf("%u node(s) reweighted in one epoch; the objects move (collie node recovery "
+		       "-w 1)\n",
+		       n);
+out:
+	free(e);
+	free(size);
+	free(nodes);
+	return ret;
+}
+
+static const struct subcommand node_vnodes_cmds[] = {
+	{ "set", "N", 0,
+	  "give the node collie talks to N vnodes (1-4096): its share of the objects, one epoch",
+	  node_vnodes_set, NULL, 1, 1, "  collie node vnodes set 256 -p 7001\n" },
+	{ NULL },
+};
+
 static const struct subcommand node_log_cmds[] = {
 	{ "level", "[LEVEL]", 0, "show the log level of the node collie talks to, or set it (live)",
 	  node_log_level, NULL, 0, 1, "  collie node log level debug -p 7001\n" },
@@ -415,6 +587,8 @@ const struct subcommand node_cmds[] = {
 	  "show each node's recovery: epoch, state, objects fetched", node_recovery, NULL, 0, 0,
 	  NULL, node_recovery_help },
 	{ "log", "level", 0, "the log level of a node", NULL, node_log_cmds },
+	{ "vnodes", "set", 0, "the weight of a node on the placement ring", NULL,
+	  node_vnodes_cmds },
 	{ "md", "info|plug|unplug", 0, "the disks of a node (sheep --disk): show, add, remove",
 	  NULL, node_md_cmds },
 	{ "kill", "ID", 0, "stop node ID cleanly: it leaves, the others recover its objects",

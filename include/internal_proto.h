@@ -38,6 +38,17 @@
 /* the node asked stops cleanly and leaves the cluster (the others recover) */
 #define SD_OP_KILL_NODE 0x8B
 /*
+ * SET_VNODES (collie node vnodes set, cluster reweight): new weights on the
+ * placement ring. The payload is a struct sd_vnodes_entry per storing
+ * member whose vnodes change (1 to SD_MAX_VNODES each). The node asked
+ * checks them and broadcasts them in the cluster's order; every node then
+ * counts one epoch with the new weights, and recovery moves what must
+ * move. A node keeps its own new weight in its directory for its next
+ * start. Answered once broadcast: the epoch follows on every node.
+ */
+#define SD_OP_SET_VNODES 0x8C
+#define SD_MAX_VNODES 4096
+/*
  * Ordered among the daemons, never from a client: the header of inode
  * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
  * into its VDI table, in the cluster's order.
@@ -286,6 +297,13 @@ struct sd_node {
 
 /* sheep --gateway: a member that serves clients and stores nothing (on no ring) */
 #define SD_NODE_GATEWAY 0x0001
+
+/* SET_VNODES' payload: a node and its new vnodes */
+struct sd_vnodes_entry {
+	struct sd_node_id nid;
+	uint32_t nr_vnodes;
+	uint32_t pad;
+};
 
 /* one entry of the epoch history */
 struct sd_epoch_log {

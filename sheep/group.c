@@ -82,6 +82,79 @@ static uint32_t wait_gen;     /* main thread: membership changes while waiting *
 static uint32_t nr_evictions; /* main thread */
 static bool started_clean;    /* set at start: see group_started_clean() */
 
+/*
+ * Weights set by SET_VNODES (collie node vnodes set, cluster reweight): a
+ * member's vnodes as the cluster's order last set them, over what it
+ * announced when it joined, which the driver's lists carry. Every driver
+ * event's list is patched with them before it is used, so every node
+ * builds the same ring. A member's entry goes when it leaves or joins
+ * again: it announces its own weight then (kept in its directory). A
+ * joining node learns the weights set before its join from the newest
+ * epoch it adopts (group_adopt). Under cs_lock.
+ */
+#define VNODES_FILE "vnodes"
+#define VNODES_MAGIC UINT32_C(0x564e4f44) /* "VNOD" */
+
+struct vnodes_msg {
+	uint32_t magic;
+	uint32_t nr;
+	struct sd_vnodes_entry e[];
+};
+
+static struct weight {
+	struct sd_node_id nid;
+	uint16_t nr_vnodes;
+	bool ordered; /* set by a delivered SET_VNODES, not learned at a join */
+} weights[SD_MAX_NODES];
+static int nr_weights;
+
+static struct weight *find_weight(const struct sd_node_id *nid)
+{
+	for (int i = 0; i < nr_weights; i++)
+		if (!memcmp(&weights[i].nid, nid, sizeof(*nid)))
+			return &weights[i];
+	return NULL;
+}
+
+static void set_weight(const struct sd_node_id *nid, uint16_t nr_vnodes, bool ordered)
+{
+	struct weight *w = find_weight(nid);
+
+	if (!w) {
+		if (nr_weights == SD_MAX_NODES)
+			return; /* only members have one, and they are at most as many */
+		w = &weights[nr_weights++];
+		w->nid = *nid;
+	}
+	w->nr_vnodes = nr_vnodes;
+	w->ordered = ordered;
+}
+
+static void forget_weight(const struct sd_node_id *nid)
+{
+	struct weight *w = find_weight(nid);
+
+	if (w)
+		*w = weights[--nr_weights];
+}
+
+/* main thread: members[nr] with the weights, in a buffer valid until the next call */
+static const struct sd_node *with_weights(const struct sd_node *members, int nr)
+{
+	static struct sd_node patched[SD_MAX_NODES];
+
+	memcpy(patched, members, nr * sizeof(*members));
+	sd_mutex_lock(&cs_lock);
+	for (int i = 0; i < nr; i++) {
+		const struct weight *w = find_weight(&patched[i].nid);
+
+		if (w)
+			patched[i].nr_vnodes = w->nr_vnodes;
+	}
+	sd_mutex_unlock(&cs_lock);
+	return patched;
+}
+
 /* a ring for nodes[nr] at epoch (NULL: no memory); no lock needed */
 static struct epoch_ring *make_ring(const struct sd_node *nodes, int nr, uint32_t epoch)
 {
@@ -363,7 +436,8 @@ static bool update_members(const struct sd_node *members, int nr)
 		if (formatted && !joining && !is_waiting && !daemon_stopping() &&
 		    !is_cluster_stopping &&
 		    (epoch == 0 || gd_read_epoch_log(epoch, &last) ||
-		     !gd_same_nodes(last.nodes, last.nr_nodes, members, nr))) {
+		     !gd_same_nodes(last.nodes, last.nr_nodes, members, nr) ||
+		     !gd_same_weights(last.nodes, last.nr_nodes, members, nr))) {
 			int ret = gd_write_epoch_log(epoch + 1, members, nr);
 
 			if (ret) {
@@ -728,11 +802,83 @@ void group_catch_up(uint64_t now)
 	cdrv_catch_up(now);
 }
 
+/* this node's weight for its next start (main thread) */
+static void save_vnodes(uint16_t nr_vnodes)
+{
+	uint32_t v = nr_vnodes;
+	int ret = group_write_file(VNODES_FILE, &v, sizeof(v));
+
+	if (ret)
+		sd_err("cannot keep this node's vnodes (%u) for its next start: %s", nr_vnodes,
+		       strerror(-ret));
+}
+
+/*
+ * SET_VNODES delivered, on every node at the same place of the order: the
+ * members named take their new weights, and one epoch begins with them.
+ * A member that left meanwhile is passed over.
+ */
+static void vnodes_delivered(const void *msg, size_t len)
+{
+	static struct sd_node nodes[SD_MAX_NODES];
+	struct vnodes_msg hdr;
+	uint16_t mine = 0;
+	int nr, nr_set = 0;
+
+	memcpy(&hdr, msg, sizeof(hdr));
+	if (hdr.nr < 1 || hdr.nr > SD_MAX_NODES ||
+	    len != sizeof(hdr) + hdr.nr * sizeof(struct sd_vnodes_entry)) {
+		sd_err("a SET_VNODES message of %zu bytes for %" PRIu32 " nodes: ignored", len,
+		       hdr.nr);
+		return;
+	}
+	if (is_cluster_stopping)
+		return;
+	sd_mutex_lock(&cs_lock);
+	nr = cs.nr_nodes;
+	memcpy(nodes, cs.nodes, nr * sizeof(*nodes));
+	for (uint32_t i = 0; i < hdr.nr; i++) {
+		struct sd_vnodes_entry e;
+		int j;
+
+		memcpy(&e, (const char *)msg + sizeof(hdr) + i * sizeof(e), sizeof(e));
+		j = gd_find_node(&e.nid, nodes, nr);
+		if (j < 0 || (nodes[j].flags & SD_NODE_GATEWAY) || e.nr_vnodes < 1 ||
+		    e.nr_vnodes > SD_MAX_VNODES)
+			continue;
+		set_weight(&e.nid, (uint16_t)e.nr_vnodes, true);
+		nodes[j].nr_vnodes = (uint16_t)e.nr_vnodes;
+		nr_set++;
+		if (!memcmp(&e.nid, &self_node.nid, sizeof(e.nid)))
+			mine = (uint16_t)e.nr_vnodes;
+	}
+	sd_mutex_unlock(&cs_lock);
+	if (mine) {
+		self_node.nr_vnodes = mine; /* a join after an eviction announces it */
+		save_vnodes(mine);
+		sd_notice("this node's vnodes are %u now", mine);
+	}
+	if (!nr_set)
+		return;
+	if (group_is_waiting()) {
+		wait_members_changed(nodes, nr);
+		return;
+	}
+	if (update_members(nodes, nr))
+		news_epoch_changed();
+}
+
 static void group_notified(const struct sd_node *sender, const void *msg, size_t len)
 {
+	uint32_t magic = 0;
+
 	if (!check_quorum())
 		return;
-	if (deliver_fn)
+	if (len >= sizeof(struct vnodes_msg))
+		memcpy(&magic, msg, sizeof(magic));
+	if (magic == VNODES_MAGIC)
+		vnodes_delivered(msg, len);
+	else if (deliver_fn)
 		deliver_fn(msg, len, cs.nr_nodes);
 	else
 		sd_err("a cluster message of %zu bytes and nobody to take it", len);
@@ -743,10 +889,27 @@ static void group_quorum_lost(void)
 	stop_without_quorum();
 }
 
+/* the driver's events, their lists with the weights (a member that joins or leaves has none) */
+static void driver_joined(const struct sd_node *joined, const struct sd_node *members, int nr)
+{
+	sd_mutex_lock(&cs_lock);
+	forget_weight(&joined->nid);
+	sd_mutex_unlock(&cs_lock);
+	group_joined(joined, with_weights(members, nr), nr);
+}
+
+static void driver_left(const struct sd_node *left, const struct sd_node *members, int nr)
+{
+	sd_mutex_lock(&cs_lock);
+	forget_weight(&left->nid);
+	sd_mutex_unlock(&cs_lock);
+	group_left(left, with_weights(members, nr), nr);
+}
+
 /* where the cluster driver reports */
 static const struct cdrv_events driver_events = {
-	.joined = group_joined,
-	.left = group_left,
+	.joined = driver_joined,
+	.left = driver_left,
 	.notified = group_notified,
 	.quorum_lost = group_quorum_lost,
 };
@@ -855,6 +1018,36 @@ int group_check_history(const struct sd_rsp *rsp, const struct sd_epoch_log *log
 }
 
 /*
+ * cs_lock held, joining: the weights that SET_VNODES set since this node
+ * joined are in the member's newest epoch too (else the member has not
+ * applied them yet: ask again)
+ */
+static bool weights_agree(const struct sd_epoch_log *newest)
+{
+	for (int i = 0; i < nr_weights; i++) {
+		int j = gd_find_node(&weights[i].nid, newest->nodes, (int)newest->nr_nodes);
+
+		if (weights[i].ordered && j >= 0 &&
+		    newest->nodes[j].nr_vnodes != weights[i].nr_vnodes)
+			return false;
+	}
+	return true;
+}
+
+/* cs_lock held, joining: the members' weights as the newest epoch has them (set before the join) */
+static void take_weights(const struct sd_epoch_log *newest)
+{
+	for (int i = 0; i < cs.nr_nodes; i++) {
+		int j = gd_find_node(&cs.nodes[i].nid, newest->nodes, (int)newest->nr_nodes);
+
+		if (j < 0 || newest->nodes[j].nr_vnodes == cs.nodes[i].nr_vnodes)
+			continue;
+		set_weight(&cs.nodes[i].nid, newest->nodes[j].nr_vnodes, false);
+		cs.nodes[i].nr_vnodes = newest->nodes[j].nr_vnodes;
+	}
+}
+
+/*
  * Take the state that member answered (rsp: STAT_CLUSTER's cinfo, logs[n]
  * newest first) as this node's: its format, epoch and epoch history. Only
  * when the member's newest epoch has the very node list that this node
@@ -890,7 +1083,8 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	if (ret || (ret = gd_valid_logs(logs, n)))
 		goto out_unlock;
 	if (n < 1 || logs[0].epoch != rsp->cinfo.epoch ||
-	    !gd_same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes)) {
+	    !gd_same_nodes(logs[0].nodes, (int)logs[0].nr_nodes, cs.nodes, cs.nr_nodes) ||
+	    !weights_agree(&logs[0])) {
 		ret = -EAGAIN;
 		goto out_unlock;
 	}
@@ -918,6 +1112,7 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 	cs.copy_policy = rsp->cinfo.copy_policy;
 	cs.block_size_shift = rsp->cinfo.block_size_shift;
 	cs.epoch = rsp->cinfo.epoch;
+	take_weights(&logs[0]);
 	rebuild_ring();
 	sd_info("joined the cluster at epoch %" PRIu32 ", %d nodes, copies %u", cs.epoch,
 		cs.nr_nodes, cs.copies);
@@ -973,4 +1168,71 @@ int group_read_epoch_logs(struct sd_epoch_log *logs, int max)
 			n++;
 	free(epochs);
 	return n;
+}
+
+int group_set_vnodes(const struct sd_vnodes_entry *e, int n)
+{
+	struct vnodes_msg *msg;
+	size_t len;
+	int ret = 0, nr_changed = 0;
+
+	if (n < 1 || n > SD_MAX_NODES)
+		return -EINVAL;
+	sd_mutex_lock(&cs_lock);
+	if (!cs.formatted)
+		ret = -EAGAIN;
+	else if (cs.joining || group_is_waiting())
+		ret = -EBUSY;
+	for (int i = 0; i < n && !ret; i++) {
+		int j = gd_find_node(&e[i].nid, cs.nodes, cs.nr_nodes);
+
+		if (e[i].nr_vnodes < 1 || e[i].nr_vnodes > SD_MAX_VNODES)
+			ret = -EINVAL;
+		else if (j < 0)
+			ret = -ENOENT;
+		else if (cs.nodes[j].flags & SD_NODE_GATEWAY)
+			ret = -EPERM;
+		for (int k = 0; k < i && !ret; k++)
+			if (!memcmp(&e[k].nid, &e[i].nid, sizeof(e[i].nid)))
+				ret = -EINVAL;
+		if (!ret && cs.nodes[j].nr_vnodes != e[i].nr_vnodes)
+			nr_changed++;
+	}
+	sd_mutex_unlock(&cs_lock);
+	if (ret || !nr_changed)
+		return ret;
+	len = sizeof(*msg) + (size_t)n * sizeof(*e);
+	msg = calloc(1, len);
+	if (!msg)
+		return -ENOMEM;
+	msg->magic = VNODES_MAGIC;
+	msg->nr = (uint32_t)n;
+	memcpy(msg->e, e, (size_t)n * sizeof(*e));
+	ret = group_notify(msg, len);
+	free(msg);
+	return ret;
+}
+
+int group_saved_vnodes(bool forget)
+{
+	char path[4200];
+	uint32_t v = 0;
+	int ret;
+
+	gd_path(path, sizeof(path), VNODES_FILE);
+	if (forget) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			return -errno;
+		return 0;
+	}
+	ret = gd_read_file(path, &v, sizeof(v));
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	if (v < 1 || v > SD_MAX_VNODES) {
+		sd_err("%s holds no vnode count (%" PRIu32 "): ignored", path, v);
+		return 0;
+	}
+	return (int)v;
 }

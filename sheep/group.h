@@ -124,6 +124,21 @@ uint32_t group_epoch(void);
 bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
 /* this node's id */
 const struct sd_node_id *group_self(void);
+/*
+ * Main thread (SET_VNODES): give the storing members e[n] names their new
+ * vnodes, through the cluster's order; every node then counts one epoch
+ * with them. 0 (broadcast, or nothing changes), -EINVAL (a count outside
+ * 1..SD_MAX_VNODES, a node named twice), -ENOENT (not a member), -EPERM (a
+ * gateway), -EAGAIN (not formatted), -EBUSY (joining or waiting), or the
+ * driver's -errno.
+ */
+int group_set_vnodes(const struct sd_vnodes_entry *e, int n);
+/*
+ * After group_init: the vnodes that SET_VNODES gave this node before it
+ * stopped (its next start announces them), 0 when none; with forget, the
+ * saved count is removed (sheep --vnodes names one). -errno.
+ */
+int group_saved_vnodes(bool forget);
 /* write DIR/name whole (a temporary file renamed into place): 0 or -errno */
 int group_write_file(const char *name, const void *buf, size_t len);
 /*

@@ -217,6 +217,17 @@ bool gd_same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, i
 	return true;
 }
 
+bool gd_same_weights(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b)
+{
+	for (int i = 0; i < nr_a; i++) {
+		int j = gd_find_node(&a[i].nid, b, nr_b);
+
+		if (j >= 0 && b[j].nr_vnodes != a[i].nr_vnodes)
+			return false;
+	}
+	return true;
+}
+
 /* a member's epoch logs can be ones: 0 or -EINVAL */
 int gd_valid_logs(const struct sd_epoch_log *logs, int n)
 {

@@ -38,6 +38,8 @@ int gd_list_epochs(uint32_t latest, uint32_t **out);
 int gd_find_node(const struct sd_node_id *nid, const struct sd_node *nodes, int nr);
 /* the same nodes (address, port and zone) in any order */
 bool gd_same_nodes(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b);
+/* the nodes that a[nr_a] and b[nr_b] share have the same vnodes in both */
+bool gd_same_weights(const struct sd_node *a, int nr_a, const struct sd_node *b, int nr_b);
 /* a member's epoch logs can be ones: 0 or -EINVAL */
 int gd_valid_logs(const struct sd_epoch_log *logs, int n);
 /* whether this node's history (newest own_epoch) and a member's can be one: 0 or -ESTALE */

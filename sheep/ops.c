@@ -122,6 +122,37 @@ static int op_kill_node(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
+/* SET_VNODES: checked here, then broadcast; every node counts the epoch (group.c) */
+static int op_set_vnodes(struct request *req)
+{
+	uint32_t len = req->rq.data_length;
+	int ret;
+
+	if (!(req->rq.flags & SD_FLAG_CMD_WRITE) || !len ||
+	    len % sizeof(struct sd_vnodes_entry) ||
+	    len > SD_MAX_NODES * sizeof(struct sd_vnodes_entry))
+		return SD_RES_INVALID_PARMS;
+	ret = group_set_vnodes(req->data, (int)(len / sizeof(struct sd_vnodes_entry)));
+	switch (ret) {
+	case 0:
+		return SD_RES_SUCCESS;
+	case -EAGAIN:
+		return SD_RES_WAIT_FOR_FORMAT;
+	case -EBUSY:
+		return SD_RES_WAIT_FOR_JOIN;
+	case -ENOMEM:
+		return SD_RES_NO_MEM;
+	case -EINVAL:
+	case -ENOENT:
+	case -EPERM:
+		sd_warn("SET_VNODES refused: %s", strerror(-ret));
+		return SD_RES_INVALID_PARMS;
+	default:
+		sd_err("SET_VNODES: cannot broadcast: %s", strerror(-ret));
+		return SD_RES_SYSTEM_ERROR;
+	}
+}
+
 static int op_get_node_list(struct request *req)
 {
 	struct cluster_state cs;
@@ -366,6 +397,8 @@ static const struct sd_op_template ops[] = {
 	/* the operator's controls of one node */
 	{ "LOG_LEVEL", SD_OP_LOG_LEVEL, OP_MAIN, true, op_log_level },
 	{ "KILL_NODE", SD_OP_KILL_NODE, OP_MAIN, true, op_kill_node },
+	/* the placement ring's weights (collie node vnodes set, cluster reweight) */
+	{ "SET_VNODES", SD_OP_SET_VNODES, OP_MAIN, false, op_set_vnodes },
 	/* the disks of this node: info walks them, plug and unplug open and stat */
 	{ "MD_INFO", SD_OP_MD_INFO, OP_IO, true, op_md_info },
 	{ "MD_PLUG", SD_OP_MD_PLUG, OP_IO, true, op_md_plug },

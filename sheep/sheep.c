@@ -63,8 +63,9 @@ static struct request_config req_cfg = { .client_timeout = 30 };
 static int nbd_max_connections; /* --nbd-max-connections (0: derived) */
 
 /* a node's vnodes; the ring of SD_MAX_NODES such nodes stays small */
-#define MAX_VNODES 4096
+#define MAX_VNODES SD_MAX_VNODES
 static int nr_vnodes = SD_DEFAULT_VNODES;
+static bool vnodes_given; /* --vnodes: it wins over the count collie node vnodes set saved */
 static bool gateway_only; /* --gateway: serve clients, store nothing */
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
@@ -136,7 +137,8 @@ static void usage(FILE *f, const char *prog)
 		"  -t, --threads N        object I/O worker threads (default %d)\n"
 		"  -V, --vnodes N         points of this node on the placement ring: its share\n"
 		"                         of the objects; give twice the capacity twice the\n"
-		"                         vnodes (1-%d, default %d)\n"
+		"                         vnodes (1-%d, default %d; or the count that\n"
+		"                         collie node vnodes set left in DIR)\n"
 		"  -g, --gateway          a member that serves clients (sheepdog protocol,\n"
 		"                         NBD) and stores nothing: it is on no placement\n"
 		"                         ring and its peers hold every copy\n"
@@ -431,6 +433,7 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 				return -1;
 			}
 			nr_vnodes = (int)v;
+			vnodes_given = true;
 			break;
 		case 'g':
 			gateway_only = true;
@@ -625,6 +628,15 @@ int main(int argc, char **argv)
 	if (ret)
 		return startup_fail("cannot read the cluster state in %s: %s", cfg.dir,
 				    strerror(-ret));
+	/* collie node vnodes set's weight lasts until --vnodes names another */
+	ret = gateway_only ? 0 : group_saved_vnodes(vnodes_given);
+	if (ret < 0)
+		return startup_fail("cannot read the saved vnodes in %s: %s", cfg.dir,
+				    strerror(-ret));
+	if (ret > 0) {
+		self.nr_vnodes = (uint16_t)ret;
+		sd_info("vnodes %d, as collie node vnodes set left them", ret);
+	}
 	ret = deleted_init(cfg.dir);
 	if (ret)
 		return startup_fail("cannot read the deleted vdis in %s: %s", cfg.dir,

@@ -360,6 +360,57 @@ START_TEST(test_adopt)
 }
 END_TEST
 
+/* the weights: compared on the nodes both lists have, only their vnodes */
+START_TEST(test_same_weights)
+{
+	struct sd_node a[3] = { node(1), node(2), node(3) }, b[2] = { node(3), node(1) };
+
+	ck_assert(gd_same_weights(a, 3, b, 2));
+	ck_assert(gd_same_weights(a, 3, b, 0));
+	b[0].nr_vnodes = 65;
+	ck_assert(!gd_same_weights(a, 3, b, 2));
+	ck_assert(!gd_same_weights(b, 2, a, 3));
+	/* the zone is gd_same_nodes' business, not this one's */
+	b[0] = node(3);
+	b[0].zone = 9;
+	ck_assert(gd_same_weights(a, 3, b, 2));
+	ck_assert(!gd_same_nodes(a, 2, b, 2));
+}
+END_TEST
+
+/* SET_VNODES refused before anything is sent, and the count a node keeps for its next start */
+START_TEST(test_vnodes_refused_and_kept)
+{
+	struct sd_vnodes_entry e = { .nid = node(1).nid, .nr_vnodes = 200 };
+	char path[4200];
+	uint32_t v;
+
+	ck_assert_int_eq(group_init(dir), 0);
+	ck_assert_int_eq(group_set_vnodes(&e, 1), -EAGAIN); /* not formatted */
+	ck_assert_int_eq(group_set_vnodes(&e, 0), -EINVAL);
+	gd_path(path, sizeof(path), "epoch");
+	ck_assert_int_eq(rmdir(path), 0); /* stored_history makes it */
+	stored_history();
+	ck_assert_int_eq(group_set_vnodes(&e, 1), -ENOENT); /* not a member of this node's view */
+	e.nr_vnodes = 0;
+	ck_assert_int_eq(group_set_vnodes(&e, 1), -EINVAL);
+	e.nr_vnodes = SD_MAX_VNODES + 1;
+	ck_assert_int_eq(group_set_vnodes(&e, 1), -EINVAL);
+
+	ck_assert_int_eq(group_saved_vnodes(false), 0);
+	v = 300;
+	ck_assert_int_eq(group_write_file("vnodes", &v, sizeof(v)), 0);
+	ck_assert_int_eq(group_saved_vnodes(false), 300);
+	v = SD_MAX_VNODES + 1; /* not a count: ignored */
+	ck_assert_int_eq(group_write_file("vnodes", &v, sizeof(v)), 0);
+	ck_assert_int_eq(group_saved_vnodes(false), 0);
+	ck_assert_int_eq(group_saved_vnodes(true), 0);
+	gd_path(path, sizeof(path), "vnodes");
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(group_saved_vnodes(true), 0); /* nothing to forget */
+}
+END_TEST
+
 START_TEST(test_adopt_unformatted_cluster)
 {
 	struct sd_rsp rsp = answer(SD_STATUS_WAIT_FOR_FORMAT, 0);
@@ -441,6 +492,8 @@ int main(void)
 	tcase_add_test(tc, test_check_history_not_ours);
 	tcase_add_test(tc, test_check_history_unformatted);
 	tcase_add_test(tc, test_adopt);
+	tcase_add_test(tc, test_same_weights);
+	tcase_add_test(tc, test_vnodes_refused_and_kept);
 	tcase_add_test(tc, test_adopt_unformatted_cluster);
 	tcase_add_test(tc, test_adopt_refused_when_formatted);
 	suite_add_tcase(s, tc);
