@@ -653,6 +653,27 @@ static struct wq_info queue_info(void)
 	return info[0];
 }
 
+/* the held work runs (the queue's one worker is busy with it) */
+static void wait_held(void)
+{
+	pthread_mutex_lock(&hold_lock);
+	while (!nr_held)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+/* let the held work end, then wait (generously) until nr works are done */
+static void release_held(uint64_t nr)
+{
+	pthread_mutex_lock(&hold_lock);
+	hold_released = true;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	/* the worker hands each work over as soon as it runs */
+	for (int i = 0; i < 10000 && queue_info().nr_done < nr; i++)
+		usleep(1000);
+}
+
 /* a queue's queued, running and done, kept as differences of three counts */
 START_TEST(test_queue_counts)
 {
@@ -668,23 +689,14 @@ START_TEST(test_queue_counts)
 	ck_assert_int_eq(info.nr_running, 0);
 	for (int i = 0; i < 3; i++)
 		wq_queue_at(q, &w[i], 1000 + i);
-	pthread_mutex_lock(&hold_lock);
-	while (!nr_held)
-		pthread_cond_wait(&hold_cond, &hold_lock);
-	pthread_mutex_unlock(&hold_lock);
+	wait_held();
 	info = queue_info();
 	ck_assert_int_eq(info.nr_threads, 1);
 	ck_assert_int_eq(info.nr_queued, 2);
 	ck_assert_int_eq(info.nr_running, 1);
 	ck_assert_uint_eq(info.nr_done, 0);
 	ck_assert_uint_eq(info.oldest_queued, 1001);
-	pthread_mutex_lock(&hold_lock);
-	hold_released = true;
-	pthread_cond_broadcast(&hold_cond);
-	pthread_mutex_unlock(&hold_lock);
-	/* generous: the worker hands each work over as soon as it runs */
-	for (int i = 0; i < 10000 && queue_info().nr_done < 3; i++)
-		usleep(1000);
+	release_held(3);
 	info = queue_info();
 	ck_assert_uint_eq(info.nr_done, 3);
 	ck_assert_int_eq(info.nr_queued, 0);
@@ -717,10 +729,7 @@ START_TEST(test_queue_urgent)
 	ck_assert_int_eq(wq_init(), 0);
 	ck_assert_ptr_nonnull(q = wq_create("urgent", 1));
 	wq_queue_at(q, &hold, 1);
-	pthread_mutex_lock(&hold_lock);
-	while (!nr_held)
-		pthread_cond_wait(&hold_cond, &hold_lock);
-	pthread_mutex_unlock(&hold_lock);
+	wait_held();
 	wq_queue_at(q, &w[0], 10);
 	wq_queue_urgent(q, &w[1], 11);
 	wq_queue_at(q, &w[2], 12);
@@ -728,12 +737,7 @@ START_TEST(test_queue_urgent)
 	info = queue_info();
 	ck_assert_int_eq(info.nr_queued, 4);
 	ck_assert_uint_eq(info.oldest_queued, 10);
-	pthread_mutex_lock(&hold_lock);
-	hold_released = true;
-	pthread_cond_broadcast(&hold_cond);
-	pthread_mutex_unlock(&hold_lock);
-	for (int i = 0; i < 10000 && queue_info().nr_done < 5; i++)
-		usleep(1000);
+	release_held(5);
 	ck_assert_uint_eq(queue_info().nr_done, 5);
 	ck_assert_int_eq(nr_ran, 4);
 	ck_assert_int_eq(ran[0], 11);
