@@ -292,7 +292,14 @@ struct sd_node {
 	uint32_t zone;
 	uint16_t nr_vnodes;
 	uint16_t flags; /* SD_NODE_* (zero in epoch logs written before flags) */
-	uint64_t space;
+	/*
+	 * sheep --io-addr: where peers send this node's replica traffic (an
+	 * IPv4 address and port); io_port 0: to nid. Zero from older sheep
+	 * (the 8 bytes were an unused size).
+	 */
+	uint8_t io_addr[4];
+	uint16_t io_port;
+	uint16_t reserved;
 };
 
 /* sheep --gateway: a member that serves clients and stores nothing (on no ring) */
@@ -609,6 +616,7 @@ static inline const char *sd_op_name(uint8_t opcode)
 _Static_assert(sizeof(struct sd_trace_tracer) == 80, "trace tracer layout");
 _Static_assert(sizeof(struct sd_node_id) == 24, "node id layout");
 _Static_assert(sizeof(struct sd_node) == 40, "node layout");
+_Static_assert(offsetof(struct sd_node, io_addr) == 32, "node layout: io_addr where space was");
 _Static_assert(sizeof(struct sd_stat_header) == 56, "stat header layout");
 _Static_assert(sizeof(struct sd_stat_op) == 336, "stat op layout");
 _Static_assert(sizeof(struct sd_stat_queue) == 352, "stat queue layout");

@@ -254,6 +254,17 @@ uint32_t group_epoch(void)
 	return e;
 }
 
+/* node's --io-addr as a v4-mapped address into out[16]: false when it has none */
+static bool io_addr_of(const struct sd_node *node, uint8_t out[16])
+{
+	if (!node->io_port)
+		return false;
+	memset(out, 0, 16);
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, node->io_addr, 4);
+	return true;
+}
+
 bool group_has_member_addr(const uint8_t addr[16], bool *lo_member)
 {
 	bool found = false;
@@ -261,10 +272,30 @@ bool group_has_member_addr(const uint8_t addr[16], bool *lo_member)
 	*lo_member = false;
 	sd_mutex_lock(&cs_lock);
 	for (int i = 0; i < cs.nr_nodes; i++) {
-		if (!memcmp(cs.nodes[i].nid.addr, addr, sizeof(cs.nodes[i].nid.addr)))
+		uint8_t io[16];
+
+		if (!memcmp(cs.nodes[i].nid.addr, addr, sizeof(cs.nodes[i].nid.addr)) ||
+		    (io_addr_of(&cs.nodes[i], io) && !memcmp(io, addr, sizeof(io))))
 			found = true;
 		if (sd_addr_is_loopback(cs.nodes[i].nid.addr))
 			*lo_member = true;
+	}
+	sd_mutex_unlock(&cs_lock);
+	return found;
+}
+
+bool group_io_endpoint(const struct sd_node_id *nid, struct sd_node_id *to)
+{
+	bool found = false;
+
+	sd_mutex_lock(&cs_lock);
+	for (int i = 0; i < cs.nr_nodes && !found; i++) {
+		if (memcmp(&cs.nodes[i].nid, nid, sizeof(*nid)))
+			continue;
+		*to = *nid;
+		found = io_addr_of(&cs.nodes[i], to->addr);
+		if (found)
+			to->port = cs.nodes[i].io_port;
 	}
 	sd_mutex_unlock(&cs_lock);
 	return found;

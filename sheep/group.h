@@ -120,8 +120,13 @@ int group_nr_gateways(void);
 /* fill logs (up to max entries, newest first): returns how many */
 int group_read_epoch_logs(struct sd_epoch_log *logs, int max);
 uint32_t group_epoch(void);
-/* addr is one of the current members'; *lo_member: a member is on loopback */
+/* addr is one of the current members' (or their --io-addr); *lo_member: a member is on loopback */
 bool group_has_member_addr(const uint8_t addr[16], bool *lo_member);
+/*
+ * Where to send member nid's peer requests: its --io-addr (true, *to
+ * filled), or nid itself (false: not a member, or no io address)
+ */
+bool group_io_endpoint(const struct sd_node_id *nid, struct sd_node_id *to);
 /* this node's id */
 const struct sd_node_id *group_self(void);
 /*

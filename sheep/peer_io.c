@@ -25,7 +25,8 @@
  * sockets meanwhile).
  *
  * The connection cache keeps, per peer, a few idle non-blocking sockets
- * under one mutex. A socket is handed to one thread at a time; a thread
+ * under one mutex. A peer with an io address (sheep --io-addr) is
+ * connected there, not at its node id. A socket is handed to one thread at a time; a thread
  * that saw an error on it closes it instead of giving it back.
  *
  * Also here: the replica iterator, the order in which to try the nodes
@@ -209,6 +210,7 @@ static void nid_to_host(const struct sd_node_id *nid, char *buf, size_t len)
 static int conn_get(const struct sd_node_id *nid, bool fresh, bool *reused)
 {
 	struct conn_pool *p;
+	struct sd_node_id to;
 	char host[INET6_ADDRSTRLEN];
 	int fd = -1;
 
@@ -227,8 +229,11 @@ static int conn_get(const struct sd_node_id *nid, bool fresh, bool *reused)
 	pthread_mutex_unlock(&pool_lock);
 	if (fd >= 0)
 		return fd;
-	nid_to_host(nid, host, sizeof(host));
-	fd = sd_connect(host, nid->port, PEER_CONNECT_MS);
+	/* its --io-addr, if it has one (the pool stays keyed by nid) */
+	if (!group_io_endpoint(nid, &to))
+		to = *nid;
+	nid_to_host(&to, host, sizeof(host));
+	fd = sd_connect(host, to.port, PEER_CONNECT_MS);
 	if (fd < 0)
 		return fd;
 	sd_set_nonblocking(fd);

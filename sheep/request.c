@@ -967,15 +967,21 @@ void request_configure(const struct request_config *c)
 	cfg = *c;
 }
 
-int request_listen(const char *bind_addr, int port)
+/* the sheepdog protocol's listeners' limits (request_configure's) */
+static struct listen_limits client_limits(void)
 {
-	struct listen_limits lim = {
+	return (struct listen_limits){
 		.max_conns = cfg.max_connections,
 		.cap_option = "--max-connections",
 		.turn_timeout = cfg.client_timeout,
 		.idle_timeout = cfg.idle_timeout,
 		.turn_what = "a request that did not arrive in time (--client-timeout)",
 	};
+}
+
+int request_listen(const char *bind_addr, int port)
+{
+	struct listen_limits lim = client_limits();
 	int ret;
 
 	/* made now: once descriptors run out, they could not be made */
@@ -990,4 +996,11 @@ int request_listen(const char *bind_addr, int port)
 		short_reply_len = 20;
 #endif
 	return listener_open(&client_listen_ops, &lim, bind_addr, port) ? 0 : -errno;
+}
+
+int request_listen_io(const char *addr, int port)
+{
+	struct listen_limits lim = client_limits();
+
+	return listener_open(&client_listen_ops, &lim, addr, port) ? 0 : -errno;
 }

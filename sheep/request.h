@@ -81,6 +81,11 @@ void request_configure(const struct request_config *cfg);
  * request_configure's limits (listen.h): 0 or -errno.
  */
 int request_listen(const char *bind_addr, int port);
+/*
+ * The same on the io address (sheep --io-addr), after request_listen: the
+ * peers' replica traffic comes there. 0 or -errno.
+ */
+int request_listen_io(const char *addr, int port);
 void request_done(struct request *req); /* from work done: reply and free */
 /*
  * On the worker that ran req's op: send a reply without payload at once

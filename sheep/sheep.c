@@ -1,10 +1,12 @@
 /*
  * sheep: options, start-up, the main loop, shutdown.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,7 @@ static int nbd_max_connections; /* --nbd-max-connections (0: derived) */
 static int nr_vnodes = SD_DEFAULT_VNODES;
 static bool vnodes_given; /* --vnodes: it wins over the count collie node vnodes set saved */
 static bool gateway_only; /* --gateway: serve clients, store nothing */
+static bool io_given;	  /* --io-addr */
 static uint64_t hang_threshold = DEFAULT_HANG_THRESHOLD;
 static const char *metrics_arg; /* --metrics, NULL: off */
 
@@ -76,8 +79,32 @@ enum {
 	OPT_HEARTBEAT,
 	OPT_NBD_ALLOW,
 	OPT_NBD_MAX_CONN,
-	OPT_DISK
+	OPT_DISK,
+	OPT_IO_ADDR
 };
+
+/* --io-addr: where peers send this node's replica traffic (io_port 0: none) */
+static uint8_t io_addr[4];
+static uint16_t io_port;
+static char io_host[INET_ADDRSTRLEN];
+
+/* --io-addr's argument: IPV4 or IPV4:PORT (the port defaults to --port's). 0 or -1 */
+static int parse_io_addr(const char *arg)
+{
+	const char *colon = strchr(arg, ':');
+	uint64_t v = 0;
+
+	if ((size_t)(colon ? colon - arg : (ptrdiff_t)strlen(arg)) >= sizeof(io_host))
+		return -1;
+	snprintf(io_host, sizeof(io_host), "%.*s", (int)(colon ? colon - arg : (ptrdiff_t)strlen(arg)),
+		 arg);
+	if (inet_pton(AF_INET, io_host, io_addr) != 1)
+		return -1;
+	if (colon && sd_parse_uint(colon + 1, 1, 65535, &v))
+		return -1;
+	io_port = (uint16_t)v; /* 0: --port's, set once the options are read */
+	return 0;
+}
 
 /* --max-inflight-bytes (0: the default, from the worker count) */
 static uint64_t max_inflight;
@@ -90,6 +117,7 @@ static const struct option long_options[] = {
 	{ "cluster", required_argument, NULL, 'c' },
 	{ "store", required_argument, NULL, 'S' },
 	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "io-addr", required_argument, NULL, OPT_IO_ADDR },
 	{ "zone", required_argument, NULL, 'z' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "vnodes", required_argument, NULL, 'V' },
@@ -139,6 +167,9 @@ static void usage(FILE *f, const char *prog)
 		"                         of the objects; give twice the capacity twice the\n"
 		"                         vnodes (1-%d, default %d; or the count that\n"
 		"                         collie node vnodes set left in DIR)\n"
+		"      --io-addr ADDR[:PORT]  peers send this node's replica traffic to the\n"
+		"                         IPv4 ADDR and PORT (default --port's), where it\n"
+		"                         listens too: a network of its own for I/O\n"
 		"  -g, --gateway          a member that serves clients (sheepdog protocol,\n"
 		"                         NBD) and stores nothing: it is on no placement\n"
 		"                         ring and its peers hold every copy\n"
@@ -276,6 +307,10 @@ static int make_self_node(struct sd_node *node)
 	node->zone = cfg.zone;
 	node->nr_vnodes = gateway_only ? 0 : (uint16_t)nr_vnodes;
 	node->flags = gateway_only ? SD_NODE_GATEWAY : 0;
+	if (io_given) {
+		memcpy(node->io_addr, io_addr, sizeof(io_addr));
+		node->io_port = io_port ? io_port : (uint16_t)cfg.port;
+	}
 	return 0;
 }
 
@@ -358,6 +393,16 @@ static int parse_args(int argc, char **argv, int *loglevel, bool *foreground,
 					optarg, SD_MD_PATH_LEN - 1, MD_MAX_DISKS);
 				return -1;
 			}
+			break;
+		case OPT_IO_ADDR:
+			if (parse_io_addr(optarg)) {
+				fprintf(stderr,
+					"sheep: invalid --io-addr '%s' (an IPv4 address, or "
+					"ADDR:PORT with PORT 1-65535)\n",
+					optarg);
+				return -1;
+			}
+			io_given = true;
 			break;
 		case OPT_NBD_ALLOW:
 			if (access_nbd_allow_add(optarg)) {
@@ -568,6 +613,11 @@ int main(int argc, char **argv)
 	char *abs = realpath(cfg.dir, NULL);
 	if (abs)
 		cfg.dir = abs;
+	if (io_given && gateway_only) {
+		fprintf(stderr, "sheep: --io-addr on a gateway: it stores nothing, no peer sends "
+				"it replica traffic\n");
+		return 64;
+	}
 	if (make_self_node(&self)) {
 		fprintf(stderr, "sheep: cannot use '%s' as a node address\n", cfg.bind_addr);
 		return 64;
@@ -667,6 +717,13 @@ int main(int argc, char **argv)
 	ret = request_listen(cfg.bind_addr, cfg.port);
 	if (ret)
 		return startup_fail("cannot listen on port %d: %s", cfg.port, strerror(-ret));
+	if (io_given) {
+		ret = request_listen_io(io_host, self.io_port);
+		if (ret)
+			return startup_fail("cannot listen on the io address %s:%u: %s", io_host,
+					    self.io_port, strerror(-ret));
+		sd_info("replica traffic from the peers comes to %s:%u", io_host, self.io_port);
+	}
 	if (metrics_arg) {
 		ret = metrics_start(metrics_arg);
 		if (ret)

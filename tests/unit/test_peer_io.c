@@ -11,7 +11,8 @@
  * - a cached socket that the peer closed meanwhile is retried once on a
  *   new connection;
  * - peer_abort_all, called while a peer takes nothing, ends the fan-out at
- *   once with SD_RES_NETWORK for that peer.
+ *   once with SD_RES_NETWORK for that peer;
+ * - a node with an io address (sheep --io-addr) is connected there.
  * Each test runs in its own process (Check's fork mode): the connection
  * cache starts empty.
  */
@@ -56,6 +57,18 @@ struct peer {
 };
 
 static struct peer peers[2];
+
+/* ---- group.c's side: a member's io address (sheep --io-addr), for one nid ---- */
+static struct sd_node_id io_from, io_to;
+static bool io_set;
+
+bool group_io_endpoint(const struct sd_node_id *nid, struct sd_node_id *to)
+{
+	if (!io_set || memcmp(nid, &io_from, sizeof(*nid)))
+		return false;
+	*to = io_to;
+	return true;
+}
 
 static uint8_t pattern(uint64_t i)
 {
@@ -326,6 +339,46 @@ START_TEST(test_stale_cached_socket_retried)
 }
 END_TEST
 
+/* a port of loopback where nothing listens (bound, then closed) */
+static uint16_t dead_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* a node with an io address is connected there, not at its id */
+START_TEST(test_io_endpoint)
+{
+	struct sd_node_id nid;
+	struct peer_call c = { .nid = &nid };
+	char *buf = payload(4096);
+	struct sd_req rq;
+
+	start_peer(&peers[0], PEER_OK);
+	nid = peers[0].nid;
+	nid.port = dead_port();
+	make_write(&rq, 4096);
+	peer_fanout(&rq, buf, &c, 1);
+	ck_assert_int_eq(c.result, SD_RES_NETWORK);
+	ck_assert_int_eq(__atomic_load_n(&peers[0].nr_conns, __ATOMIC_RELAXED), 0);
+	io_from = nid;
+	io_to = peers[0].nid;
+	io_set = true;
+	peer_fanout(&rq, buf, &c, 1);
+	ck_assert_int_eq(c.result, SD_RES_SUCCESS);
+	ck_assert_int_eq(__atomic_load_n(&peers[0].nr_ok, __ATOMIC_RELAXED), 1);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_abort_during_work)
 {
 	struct peer_call c = { .nid = &peers[0].nid };
@@ -358,6 +411,7 @@ static Suite *peer_io_suite(void)
 	tcase_add_test(tc, test_cut_mid_payload);
 	tcase_add_test(tc, test_stale_cached_socket_retried);
 	tcase_add_test(tc, test_abort_during_work);
+	tcase_add_test(tc, test_io_endpoint);
 	suite_add_tcase(s, tc);
 	return s;
 }
