@@ -70,19 +70,34 @@ static int node_list(int argc, char **argv)
 	char addr[64];
 	int ret;
 
+	bool any_io = false;
+
 	ret = node_get_list(&nodes, &nr, &local_idx);
 	if (ret)
 		return ret;
+	for (uint32_t i = 0; i < nr; i++)
+		any_io |= nodes[i].io_port != 0;
 	if (!opts.raw)
-		printf("  Id   Host:Port                V-Nodes   Zone\n");
+		printf("  Id   Host:Port                V-Nodes   Zone%s\n",
+		       any_io ? "   IO address (sheep --io-addr)" : "");
 	for (uint32_t i = 0; i < nr; i++) {
+		char io[32] = "";
+
 		sd_addr_to_str(nodes[i].nid.addr, nodes[i].nid.port, addr, sizeof(addr));
+		/* a column more when some node has an io address: "-" for one without */
+		if (any_io && nodes[i].io_port)
+			snprintf(io, sizeof(io), " %s%u.%u.%u.%u:%u", opts.raw ? "" : "  ",
+				 nodes[i].io_addr[0], nodes[i].io_addr[1], nodes[i].io_addr[2],
+				 nodes[i].io_addr[3], nodes[i].io_port);
+		else if (any_io)
+			snprintf(io, sizeof(io), " %s-", opts.raw ? "" : "  ");
 		if (opts.raw)
-			printf("%u %s %u %u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
+			printf("%u %s %u %u%s\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone, io);
 		else if (nodes[i].flags & SD_NODE_GATEWAY) /* stores nothing */
-			printf("%4u   %-24s %7s %6u\n", i, addr, "gateway", nodes[i].zone);
+			printf("%4u   %-24s %7s %6u%s\n", i, addr, "gateway", nodes[i].zone, io);
 		else
-			printf("%4u   %-24s %7u %6u\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone);
+			printf("%4u   %-24s %7u %6u%s\n", i, addr, nodes[i].nr_vnodes, nodes[i].zone,
+			       io);
 	}
 	free(nodes);
 	return EXIT_OK;
