@@ -210,7 +210,7 @@ static int check_ec_object(struct check *c, uint64_t oid, bool repair)
 	}
 	for (int i = 0; i < n; i++)
 		t[i] = base[i] ? (uint8_t *)c->bufs[i] : c->rebuilt[i];
-	if (ec_reconstruct(&c->codec, sl, t, base)) {
+	if (ec_reconstruct(&c->codec, sl, t, base, ~0U)) {
 		collie_err("out of memory");
 		return EXIT_SYSFAIL;
 	}

@@ -98,11 +98,13 @@ void ec_codec_free(struct ec_codec *c);
 void ec_encode(const struct ec_codec *c, uint32_t len, uint8_t *const *data,
 	       uint8_t *const *parity);
 /*
- * strips[0 .. d + p - 1], len bytes each: the ones with have[i] false are
- * rebuilt from d of the others. 0, -EINVAL when fewer than d are had, or
- * -ENOMEM.
+ * strips[0 .. d + p - 1], len bytes each: the ones with have[i] false and
+ * bit i set in want are rebuilt from d of the others (a missing parity
+ * strip is encoded from the whole data, so wanting one rebuilds every
+ * missing data strip too); the others are left as they are. 0, -EINVAL
+ * when fewer than d are had, or -ENOMEM.
  */
 int ec_reconstruct(const struct ec_codec *c, uint32_t len, uint8_t *const *strips,
-		   const bool *have);
+		   const bool *have, uint32_t want);
 
 #endif

@@ -50,12 +50,18 @@ void ec_encode(const struct ec_codec *c, uint32_t len, uint8_t *const *data,
  * strips; missing parity strips are then encoded from the whole data.
  */
 int ec_reconstruct(const struct ec_codec *c, uint32_t len, uint8_t *const *strips,
-		   const bool *have)
+		   const bool *have, uint32_t want)
 {
 	int d = c->d, n = c->d + c->p, nr_src = 0, nr_lost = 0, nr_lost_par = 0;
 	uint8_t *src[SD_EC_MAX_DATA], *lost[SD_EC_MAX_DATA], *lost_par[SD_EC_MAX_PARITY];
 	uint8_t *sub = NULL, *inv = NULL, *rows = NULL, *tbl = NULL;
+	uint32_t want_data = want;
 	int ret = -ENOMEM;
+
+	/* a parity strip wanted and missing is encoded from every data strip */
+	for (int i = d; i < n; i++)
+		if (!have[i] && (want & (1U << i)))
+			want_data = ~UINT32_C(0);
 
 	for (int i = 0; i < n && nr_src < d; i++)
 		if (have[i])
@@ -75,7 +81,7 @@ int ec_reconstruct(const struct ec_codec *c, uint32_t len, uint8_t *const *strip
 	if (gf_invert_matrix(sub, inv, d)) /* a Cauchy matrix never gets here */
 		goto out_free;
 	for (int i = 0; i < d; i++)
-		if (!have[i]) {
+		if (!have[i] && (want_data & (1U << i))) {
 			memcpy(rows + (size_t)d * nr_lost, inv + (size_t)d * i, (size_t)d);
 			lost[nr_lost++] = strips[i];
 		}
@@ -84,7 +90,7 @@ int ec_reconstruct(const struct ec_codec *c, uint32_t len, uint8_t *const *strip
 		ec_encode_data((int)len, d, nr_lost, tbl, src, lost);
 	}
 	for (int i = d; i < n; i++)
-		if (!have[i]) {
+		if (!have[i] && (want & (1U << i))) {
 			memcpy(rows + (size_t)d * nr_lost_par, c->matrix + (size_t)d * i,
 			       (size_t)d);
 			lost_par[nr_lost_par++] = strips[i];

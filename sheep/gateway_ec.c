@@ -268,8 +268,8 @@ static int gather(const struct epoch_ring *er, uint64_t oid, struct stripe *st, 
 	if (!missing)
 		return SD_RES_SUCCESS;
 	if (nr_have >= d)
-		return ec_reconstruct(st->c, st->len, st->s, st->have) ? SD_RES_NO_MEM
-								       : SD_RES_SUCCESS;
+		return ec_reconstruct(st->c, st->len, st->s, st->have, want) ? SD_RES_NO_MEM
+									     : SD_RES_SUCCESS;
 	/* no strip anywhere: the object does not exist */
 	if (!nr_have && ret == SD_RES_SUCCESS)
 		return SD_RES_NO_OBJ;

@@ -57,7 +57,7 @@ static int run(int d, int p, double secs)
 	n = 0;
 	t0 = now_s();
 	do {
-		if (ec_reconstruct(&c, sl, s, have))
+		if (ec_reconstruct(&c, sl, s, have, ~0U))
 			return 1;
 		n++;
 	} while ((t = now_s()) - t0 < secs);

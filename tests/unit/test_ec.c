@@ -59,7 +59,7 @@ static void check_subset(const struct ec_codec *c, uint8_t **orig, uint32_t sl, 
 		else
 			memset(s[i], 0xa5, sl);
 	}
-	ck_assert_int_eq(ec_reconstruct(c, sl, s, have), 0);
+	ck_assert_int_eq(ec_reconstruct(c, sl, s, have, ~0U), 0);
 	for (int i = 0; i < n; i++)
 		ck_assert_msg(!memcmp(s[i], orig[i], sl), "%d:%d keep %#x: strip %d differs",
 			      c->d, c->p, keep, i);
@@ -138,6 +138,59 @@ END_TEST
 START_TEST(test_sample_16_4) { check_scheme(16, 4, 401); }
 END_TEST
 
+/*
+ * Only the strips wanted are rebuilt: a read of data strip 0 leaves a
+ * missing parity strip, or another missing data strip, alone; wanting a
+ * missing parity strip rebuilds the missing data too, since it is encoded
+ * from all of it.
+ */
+START_TEST(test_rebuild_wanted_only)
+{
+	static const struct {
+		unsigned int have, want, rebuilt;
+	} cases[] = {
+		{ 0x1e, 1U << 0, 1U << 0 },		/* strips 0 and 5 lost */
+		{ 0x3c, 1U << 0, 1U << 0 },		/* strips 0 and 1 lost */
+		{ 0x1e, 1U << 5, (1U << 0) | (1U << 5) }, /* strips 0 and 5 lost */
+	};
+	struct ec_codec c;
+	uint8_t *orig[6], *s[6];
+	uint8_t *obj = object(OBJ_LEN, 5);
+	uint32_t sl = OBJ_LEN / 4;
+
+	ck_assert_int_eq(ec_codec_init(&c, 4, 2), 0);
+	cut(&c, obj, OBJ_LEN, orig);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		bool have[6];
+
+		for (int i = 0; i < 6; i++) {
+			have[i] = cases[k].have & (1U << i);
+			s[i] = malloc(sl);
+			ck_assert_ptr_nonnull(s[i]);
+			if (have[i])
+				memcpy(s[i], orig[i], sl);
+			else
+				memset(s[i], 0xa5, sl);
+		}
+		ck_assert_int_eq(ec_reconstruct(&c, sl, s, have, cases[k].want), 0);
+		for (int i = 0; i < 6; i++) {
+			if (have[i] || (cases[k].rebuilt & (1U << i))) {
+				ck_assert_msg(!memcmp(s[i], orig[i], sl), "case %zu: strip %d differs",
+					      k, i);
+				continue;
+			}
+			for (uint32_t b = 0; b < sl; b++)
+				ck_assert_msg(s[i][b] == 0xa5, "case %zu: strip %d was written", k,
+					      i);
+		}
+		free_strips(s, 6);
+	}
+	free_strips(orig, 6);
+	free(obj);
+	ec_codec_free(&c);
+}
+END_TEST
+
 START_TEST(test_too_few)
 {
 	struct ec_codec c;
@@ -147,7 +200,7 @@ START_TEST(test_too_few)
 
 	ck_assert_int_eq(ec_codec_init(&c, 4, 2), 0);
 	cut(&c, obj, OBJ_LEN, s);
-	ck_assert_int_eq(ec_reconstruct(&c, OBJ_LEN / 4, s, have), -EINVAL);
+	ck_assert_int_eq(ec_reconstruct(&c, OBJ_LEN / 4, s, have, ~0U), -EINVAL);
 	free_strips(s, 6);
 	free(obj);
 	ec_codec_free(&c);
@@ -217,6 +270,7 @@ int main(void)
 	tcase_add_test(tc, test_sample_8_3);
 	tcase_add_test(tc, test_sample_16_4);
 	tcase_add_test(tc, test_too_few);
+	tcase_add_test(tc, test_rebuild_wanted_only);
 	tcase_add_test(tc, test_bad_params);
 	tcase_add_test(tc, test_strip_oid);
 	suite_add_tcase(s, tc);
