@@ -324,11 +324,15 @@ static bool ec_scheme(uint64_t oid, const struct vdi_attr *attr, int *d, int *p,
 	if (!policy || !ec_policy_to_dp(policy, d, p))
 		return false;
 	/*
-	 * The table's object size: it knows a deleted VDI's too (whose objects
-	 * its descendants still read), for which attr says only "any size"
+	 * attr's object size when the table filled it for a live VDI, else
+	 * the table's: it knows a deleted VDI's too (whose objects its
+	 * descendants still read), for which attr says only "any size"
 	 */
 	*shift = 0;
-	vdi_lookup_attr(oid_to_vid(oid), shift, &snapshot);
+	if (attr && attr->nr_copies)
+		*shift = attr->shift;
+	else
+		vdi_lookup_attr(oid_to_vid(oid), shift, &snapshot);
 	if (*shift < SD_MIN_BLOCK_SIZE_SHIFT || *shift > SD_MAX_BLOCK_SIZE_SHIFT)
 		*shift = attr && attr->shift ? attr->shift : SD_DEFAULT_BLOCK_SIZE_SHIFT;
 	return true;

@@ -196,9 +196,12 @@ uint8_t vdi_copy_policy(uint32_t vid)
 	return 0;
 }
 
+static int nr_attr_lookups; /* atomic */
+
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 {
 	(void)vid;
+	__atomic_fetch_add(&nr_attr_lookups, 1, __ATOMIC_RELAXED);
 	*shift = SHIFT; /* the erasure-coded path's object size: the fake nodes' */
 	*is_snapshot = false;
 	return SD_RES_NO_VDI;
@@ -745,11 +748,14 @@ START_TEST(test_ec_healthy_read_asks_home_only)
 			 SD_RES_SUCCESS);
 	before = nr_requests_all();
 	nr_fanouts = 0;
+	__atomic_store_n(&nr_attr_lookups, 0, __ATOMIC_RELAXED);
 	ck_assert_int_eq(gateway_read(oid, out, sizeof(out), OBJ_SIZE / 2 + 100, &ec22),
 			 SD_RES_SUCCESS);
 	ck_assert(!memcmp(out, pattern + OBJ_SIZE / 2 + 100, sizeof(out)));
 	ck_assert_int_eq(nr_fanouts, 1);
 	ck_assert_int_eq(nr_requests_all() - before, 1);
+	/* the scheme and the object size came with the request's attributes: no table lookup */
+	ck_assert_int_eq(__atomic_load_n(&nr_attr_lookups, __ATOMIC_RELAXED), 0);
 	free(pattern);
 }
 END_TEST
