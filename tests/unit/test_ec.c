@@ -43,13 +43,9 @@ static void free_strips(uint8_t **s, int n)
 		free(s[i]);
 }
 
-/* lose the strips whose bit is clear in keep, rebuild, compare with the originals */
-static void check_subset(const struct ec_codec *c, uint8_t **orig, uint32_t sl, unsigned keep)
+/* s[0 .. n - 1]: copies of orig's strips whose bit is set in keep (have[i]), 0xa5 bytes for the others */
+static void lose_strips(uint8_t **s, bool *have, uint8_t **orig, int n, uint32_t sl, unsigned keep)
 {
-	int n = c->d + c->p;
-	uint8_t *s[SD_EC_MAX_STRIPS];
-	bool have[SD_EC_MAX_STRIPS];
-
 	for (int i = 0; i < n; i++) {
 		have[i] = keep & (1U << i);
 		s[i] = malloc(sl);
@@ -59,6 +55,16 @@ static void check_subset(const struct ec_codec *c, uint8_t **orig, uint32_t sl, 
 		else
 			memset(s[i], 0xa5, sl);
 	}
+}
+
+/* lose the strips whose bit is clear in keep, rebuild, compare with the originals */
+static void check_subset(const struct ec_codec *c, uint8_t **orig, uint32_t sl, unsigned keep)
+{
+	int n = c->d + c->p;
+	uint8_t *s[SD_EC_MAX_STRIPS];
+	bool have[SD_EC_MAX_STRIPS];
+
+	lose_strips(s, have, orig, n, sl, keep);
 	ck_assert_int_eq(ec_reconstruct(c, sl, s, have, ~0U), 0);
 	for (int i = 0; i < n; i++)
 		ck_assert_msg(!memcmp(s[i], orig[i], sl), "%d:%d keep %#x: strip %d differs",
@@ -163,15 +169,7 @@ START_TEST(test_rebuild_wanted_only)
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		bool have[6];
 
-		for (int i = 0; i < 6; i++) {
-			have[i] = cases[k].have & (1U << i);
-			s[i] = malloc(sl);
-			ck_assert_ptr_nonnull(s[i]);
-			if (have[i])
-				memcpy(s[i], orig[i], sl);
-			else
-				memset(s[i], 0xa5, sl);
-		}
+		lose_strips(s, have, orig, 6, sl, cases[k].have);
 		ck_assert_int_eq(ec_reconstruct(&c, sl, s, have, cases[k].want), 0);
 		for (int i = 0; i < 6; i++) {
 			if (have[i] || (cases[k].rebuilt & (1U << i))) {
