@@ -49,6 +49,17 @@
 #define SD_OP_SET_VNODES 0x8C
 #define SD_MAX_VNODES 4096
 /*
+ * ALTER_COPY (collie vdi alter-copy): the replicated VDI req.vdi.base_vdi_id
+ * gets req.vdi.copies copies. The node asked checks it (a VDI that is not
+ * erasure-coded nor locked by a client; 1 to as many copies as nodes store
+ * objects), writes the inode header's nr_copies and answers once every node
+ * reread that header (NOTIFY_VDI_HEADER): from then on every gateway places
+ * the VDI's objects with the new count, and every node runs its recovery
+ * of the epoch again, which moves them. SD_RES_VDI_LOCKED,
+ * SD_RES_TOO_FEW_NODES, SD_RES_NO_VDI, SD_RES_INVALID_PARMS.
+ */
+#define SD_OP_ALTER_COPY 0x89
+/*
  * Ordered among the daemons, never from a client: the header of inode
  * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
  * into its VDI table, in the cluster's order.

@@ -407,6 +407,9 @@ static const struct sd_op_template ops[] = {
 	{ "GET_VDI_LOCKS", SD_OP_GET_VDI_LOCKS, OP_CLUSTER, true, vdi_op_get_locks },
 	/* a joining node learns the deleted vdis (cluster worker: in step with DEL_VDI) */
 	{ "GET_DELETED", SD_OP_GET_DELETED, OP_CLUSTER, true, deleted_op_get },
+	/* a VDI's copies changed: the header here, then every node rereads it */
+	{ "ALTER_COPY", SD_OP_ALTER_COPY, OP_IO, false, vdi_op_alter_copy, NULL,
+	  vdi_op_alter_copy_held, vdi_op_alter_copy_notify },
 	/* an inode header a client wrote: every node rereads it (see ordered.c) */
 	{ "NOTIFY_VDI_HEADER", SD_OP_NOTIFY_VDI_HEADER, OP_ORDERED, false, vdi_op_header_changed },
 	/* internal, peer object I/O (gateway to replica) */

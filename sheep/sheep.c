@@ -703,6 +703,8 @@ int main(int argc, char **argv)
 		ordered_init(ops_queue(OP_ORDERED), get_sd_op, request_ordered_done);
 		ordered_set_node_left(release_node_locks);
 		vdi_set_lock_hooks(lock_broken, client_lock_moved);
+		/* a VDI's copies changed (ALTER_COPY): the epoch's recovery moves its objects */
+		vdi_set_copies_hook(recovery_rerun);
 		ret = recovery_init();
 		recovery_notify_queue = ops_queue(OP_CLUSTER);
 		md_set_lost(disk_lost);

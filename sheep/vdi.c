@@ -21,6 +21,7 @@
  * vdi_sync.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "internal_proto.h"
 #include "ec.h"
 #include "list.h"
+#include "ordered.h"
 #include "proto_util.h"
 #include "deleted.h"
 #include "gateway.h"
@@ -151,6 +153,89 @@ bool vdi_is_header_write(const struct sd_req *rq, uint32_t *vid)
 	return true;
 }
 
+/* main thread (vdi_set_copies_hook): what a VDI's new copies start on this node */
+static void (*copies_changed_fn)(void);
+
+static void copies_changed(struct request *req)
+{
+	(void)req;
+	if (copies_changed_fn)
+		copies_changed_fn();
+}
+
+void vdi_set_copies_hook(void (*changed)(void))
+{
+	copies_changed_fn = changed;
+}
+
+/*
+ * ALTER_COPY, on the node asked (an io worker): the header of a replicated
+ * VDI that no client holds gets its new copies, written through the
+ * gateway to the holders of the old count; NOTIFY_VDI_HEADER follows
+ * (vdi_op_alter_copy_notify) and every node rereads it in the cluster's
+ * order, places the VDI's objects with the new count from then on, and
+ * runs the epoch's recovery again, which fetches the copies that the new
+ * count adds and, once every node has them, removes those it drops
+ * (recovery.c: clean_epoch). No write of a client races with the change:
+ * a VDI locked by a client is refused, and a client that opens it meanwhile
+ * writes with the count its gateway's table has when the write arrives.
+ *
+ * Why the header first and then the notification: every copy of the inode
+ * says the new count before any node places with it, so a node that
+ * restarts or joins (it loads the table from inodes, or from a member)
+ * learns the same count; a crash in between leaves a header that says N
+ * and tables that say the old count until the next restart, and running
+ * the command again completes it.
+ */
+int vdi_op_alter_copy(struct request *req)
+{
+	uint32_t vid = req->rq.vdi.base_vdi_id;
+	uint8_t copies = req->rq.vdi.copies;
+	int nr_storing = group_nr_nodes() - group_nr_gateways();
+	struct vdi_attr attr;
+	struct vdi_state *s;
+	int ret = SD_RES_SUCCESS;
+
+	vdi_table_rdlock();
+	s = vdi_table_lookup(vid);
+	if (!s || s->deleted)
+		ret = SD_RES_NO_VDI;
+	else if (s->copy_policy)
+		ret = SD_RES_INVALID_PARMS; /* D:P is the VDI's for good */
+	else if (s->locked)
+		ret = SD_RES_VDI_LOCKED;
+	vdi_table_unlock();
+	if (ret == SD_RES_INVALID_PARMS)
+		sd_warn("vid %06" PRIx32 ": alter-copy refused, the vdi is erasure-coded", vid);
+	if (ret)
+		return ret;
+	if (copies < 1 || copies > SD_MAX_COPIES)
+		return SD_RES_INVALID_PARMS;
+	if (copies > nr_storing) {
+		sd_warn("vid %06" PRIx32 ": alter-copy to %u copies refused, %d node(s) store objects",
+			vid, copies, nr_storing);
+		return SD_RES_TOO_FEW_NODES;
+	}
+	ret = vdi_get_attr(vid, &attr);
+	if (ret == SD_RES_SUCCESS)
+		ret = gateway_write(vid_to_vdi_oid(vid), &copies, sizeof(copies),
+				    offsetof(struct sd_inode, nr_copies), GW_SYNC, &attr);
+	if (ret)
+		sd_err("vid %06" PRIx32 ": the header's copies could not be written: %s", vid,
+		       sd_strerror(ret));
+	return ret;
+}
+
+bool vdi_op_alter_copy_held(const struct request *req)
+{
+	return req->rp.result == SD_RES_SUCCESS;
+}
+
+void vdi_op_alter_copy_notify(struct request *req)
+{
+	ordered_notify_header(req, req->rq.vdi.base_vdi_id);
+}
+
 /*
  * NOTIFY_VDI_HEADER, on every node in the cluster's order: reread the
  * header from the replicas (no lock held) and publish it. A VDI unknown
@@ -161,7 +246,7 @@ int vdi_op_header_changed(struct request *req)
 	uint32_t vid = req->rq.vdi.base_vdi_id;
 	struct sd_inode_header *h;
 	struct vdi_state *s;
-	int copies, ret;
+	int copies, ret, now = 0;
 
 	vdi_table_rdlock();
 	s = vdi_table_lookup(vid);
@@ -177,7 +262,14 @@ int vdi_op_header_changed(struct request *req)
 		/* s stays (a state is never freed): only its fields may have changed */
 		vdi_table_wrlock();
 		vdi_table_refill(s, h);
+		now = s->copy_policy ? 0 : s->nr_copies;
 		vdi_table_unlock();
+		/* ALTER_COPY: its objects have new places; recovery moves them (main thread) */
+		if (now && now != copies) {
+			sd_info("vid %06" PRIx32 ": %d copies now, %d before: recovery moves them",
+				vid, now, copies);
+			req->ord.after = copies_changed;
+		}
 	} else {
 		sd_err("the header of vid %06" PRIx32 " changed and cannot be reread: %s", vid,
 		       sd_strerror(ret));

@@ -34,6 +34,15 @@ int vdi_release_owner(const struct sd_lock_owner *owner, bool whole_node);
  */
 void vdi_set_lock_hooks(void (*broken)(uint32_t vid, const struct sd_lock_owner *owner),
 			void (*moved)(uint32_t from, uint32_t to));
+/*
+ * ALTER_COPY (internal_proto.h): process writes the header's copies (an io
+ * worker); held and notify keep the answer until every node reread it
+ */
+int vdi_op_alter_copy(struct request *req);
+bool vdi_op_alter_copy_held(const struct request *req);
+void vdi_op_alter_copy_notify(struct request *req);
+/* Main: what a VDI's new copies start here, on the main thread (recovery's rerun) */
+void vdi_set_copies_hook(void (*changed)(void));
 /* NOTIFY_VDI_HEADER: reread the header of req->rq.vdi.base_vdi_id into the table */
 int vdi_op_header_changed(struct request *req);
 /* does this successful client request change an inode header (NOTIFY_VDI_HEADER follows)? */

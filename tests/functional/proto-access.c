@@ -100,6 +100,8 @@ int scenario_access(void)
 		{ "GET_OBJ_LIST", SD_OP_GET_OBJ_LIST, 0, 0, -1 },
 		{ "FETCH_PEER", SD_OP_FETCH_PEER, 0, oid, -1 },
 		{ "FETCH_PEER_NOW", SD_OP_FETCH_PEER_NOW, 0, oid, -1 },
+		/* an admin op: req.vdi's base_vdi_id and copies are the oid's low 5 bytes */
+		{ "ALTER_COPY", SD_OP_ALTER_COPY, 0, vid | UINT64_C(1) << 32, -1 },
 	};
 
 	memset(buf, 'X', 4096);

@@ -14,7 +14,10 @@
  *   leave releases its clients' locks and no other's;
  * - DEL_VDI: the objects no live VDI reads are removed here, the others
  *   kept and recorded; the last reader's delete frees the deleted
- *   snapshot's kept objects (space comes back).
+ *   snapshot's kept objects (space comes back);
+ * - ALTER_COPY: the header's copies written by the node asked, the table's
+ *   changed by the notification every node applies (and recovery rerun
+ *   from the main thread), each refusal with nothing written.
  */
 #include <check.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include "deleted.h"
 #include "gateway.h"
 #include "group.h"
+#include "ordered.h"
 #include "request.h"
 #include "vdi.h"
 #include "vdi_table.h"
@@ -89,6 +93,29 @@ int gateway_create(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len
 	(void)attr;
 	memcpy(inode_of(oid, true) + off, buf, len);
 	return SD_RES_SUCCESS;
+}
+
+/* ---- the cluster's size and the ordered notification (ALTER_COPY) ---- */
+
+static int nr_nodes = 3, nr_gateways;
+static uint32_t notified_vid;
+static int nr_notified;
+
+int group_nr_nodes(void)
+{
+	return nr_nodes;
+}
+
+int group_nr_gateways(void)
+{
+	return nr_gateways;
+}
+
+void ordered_notify_header(struct request *r, uint32_t vid)
+{
+	(void)r;
+	notified_vid = vid;
+	nr_notified++;
 }
 
 /* ---- this node: its id, its store's data objects, the deleted records ---- */
@@ -552,6 +579,101 @@ START_TEST(test_get_locks)
 }
 END_TEST
 
+static int nr_copies_changed;
+
+static void on_copies_changed(void)
+{
+	nr_copies_changed++;
+}
+
+static int alter_copy(uint32_t vid, uint8_t copies)
+{
+	struct request *r = vdi_req(SD_OP_ALTER_COPY, "", NULL);
+
+	r->rq.flags = 0;
+	r->rq.data_length = 0;
+	r->rq.vdi.base_vdi_id = vid;
+	r->rq.vdi.copies = copies;
+	r->rp.result = (uint32_t)vdi_op_alter_copy(r);
+	if (vdi_op_alter_copy_held(r))
+		vdi_op_alter_copy_notify(r);
+	return (int)r->rp.result;
+}
+
+/* NOTIFY_VDI_HEADER of vid as every node applies it, then its main-thread part */
+static void header_changed(uint32_t vid)
+{
+	struct request *r = vdi_req(SD_OP_NOTIFY_VDI_HEADER, "", NULL);
+	int before = nr_copies_changed;
+
+	r->rq.flags = 0;
+	r->rq.data_length = 0;
+	r->rq.vdi.base_vdi_id = vid;
+	ck_assert_int_eq(vdi_op_header_changed(r), SD_RES_SUCCESS);
+	ck_assert_int_eq(nr_copies_changed, before); /* never on the apply thread */
+	if (r->ord.after)
+		r->ord.after(r);
+}
+
+static uint8_t header_copies(uint32_t vid)
+{
+	return ((struct sd_inode *)(void *)inode_of(vid_to_vdi_oid(vid), false))->nr_copies;
+}
+
+/*
+ * ALTER_COPY: the node asked checks the change and writes the header's
+ * copies; the table (the gateways' placement) changes only when the
+ * notification is applied, and then this node's recovery runs again.
+ * Refused with nothing written: an unknown vid, an erasure-coded VDI, a
+ * locked one, 0 copies, more copies than storing nodes.
+ */
+START_TEST(test_alter_copy)
+{
+	uint32_t vid = new_vdi("vm1", 16 << 20), ec;
+
+	nr_copies_changed = 0;
+	nr_notified = 0;
+	vdi_set_copies_hook(on_copies_changed);
+	ck_assert_int_eq(vdi_copies(vid), 2);
+	ck_assert_int_eq(alter_copy(vid, 3), SD_RES_SUCCESS);
+	ck_assert_uint_eq(header_copies(vid), 3);
+	ck_assert_int_eq(nr_notified, 1);
+	ck_assert_uint_eq(notified_vid, vid);
+	ck_assert_int_eq(vdi_copies(vid), 2); /* not before the notification */
+	header_changed(vid);
+	ck_assert_int_eq(vdi_copies(vid), 3);
+	ck_assert_int_eq(nr_copies_changed, 1);
+	/* the same count: the notification changes nothing, recovery is not rerun */
+	ck_assert_int_eq(alter_copy(vid, 3), SD_RES_SUCCESS);
+	header_changed(vid);
+	ck_assert_int_eq(nr_copies_changed, 1);
+	ck_assert_int_eq(alter_copy(vid, 1), SD_RES_SUCCESS);
+	header_changed(vid);
+	ck_assert_int_eq(vdi_copies(vid), 1);
+	ck_assert_int_eq(nr_copies_changed, 2);
+
+	nr_notified = 0;
+	ck_assert_int_eq(alter_copy(0x123456, 2), SD_RES_NO_VDI);
+	ck_assert_int_eq(alter_copy(vid, 0), SD_RES_INVALID_PARMS);
+	ck_assert_int_eq(alter_copy(vid, 4), SD_RES_TOO_FEW_NODES);
+	nr_gateways = 1; /* 3 members, one of them a gateway: 2 store */
+	ck_assert_int_eq(alter_copy(vid, 3), SD_RES_TOO_FEW_NODES);
+	ck_assert_int_eq(alter_copy(vid, 2), SD_RES_SUCCESS);
+	nr_gateways = 0;
+	header_changed(vid);
+	ck_assert_int_eq(lock("vm1", &theirs), SD_RES_SUCCESS);
+	ck_assert_int_eq(alter_copy(vid, 3), SD_RES_VDI_LOCKED);
+	ck_assert_int_eq(release("vm1", vid, &theirs), SD_RES_SUCCESS);
+	ck_assert_int_eq(new_scheme("ec", 0, 0, 0x11), SD_RES_SUCCESS);
+	ck_assert_int_eq(vdi_find_vid("ec", 0, "", &ec), SD_RES_SUCCESS);
+	ck_assert_int_eq(alter_copy(ec, 2), SD_RES_INVALID_PARMS);
+	ck_assert_uint_eq(header_copies(ec), 3);
+	ck_assert_uint_eq(header_copies(vid), 2);
+	ck_assert_int_eq(nr_notified, 1); /* the one success */
+	vdi_set_copies_hook(NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vdi");
@@ -570,6 +692,7 @@ int main(void)
 	tcase_add_test(tc, test_get_locks);
 	tcase_add_test(tc, test_erasure_code);
 	tcase_add_test(tc, test_erasure_code_default);
+	tcase_add_test(tc, test_alter_copy);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
