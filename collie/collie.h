@@ -293,6 +293,7 @@ int vdi_check(int argc, char **argv);
 int vdi_backup(int argc, char **argv);
 int vdi_restore(int argc, char **argv);
 int vdi_rollback(int argc, char **argv);
+int vdi_alter_copy(int argc, char **argv);
 int vdi_object(int argc, char **argv);
 
 /*

@@ -1,5 +1,5 @@
 /*
- * collie vdi rollback and vdi object.
+ * collie vdi rollback, alter-copy and vdi object.
  *
  * rollback NAME -s SNAP makes the working VDI's content the snapshot's by
  * rewriting its data map with the snapshot's entries, in two inode writes:
@@ -91,6 +91,133 @@ int vdi_rollback(int argc, char **argv)
 out:
 	free(cur);
 	free(snap);
+	return ret;
+}
+
+/* the live vids called name (the working VDI and its snapshots), snapshots first */
+struct family {
+	const char *name;
+	uint32_t working;
+	uint32_t vids[64];
+	uint8_t copies[64];
+	int nr;
+	bool too_many;
+};
+
+static void add_member(const struct sd_inode *inode, void *arg)
+{
+	struct family *f = arg;
+
+	if (vdi_is_deleted(inode) || strcmp(inode->name, f->name))
+		return;
+	if (!vdi_is_snapshot(inode)) {
+		f->working = inode->vdi_id;
+		return;
+	}
+	if (f->nr == (int)(sizeof(f->vids) / sizeof(f->vids[0]) - 1)) {
+		f->too_many = true;
+		return;
+	}
+	f->copies[f->nr] = inode->nr_copies;
+	f->vids[f->nr++] = inode->vdi_id;
+}
+
+/*
+ * alter-copy NAME -c N: every live VDI called NAME (its snapshots, then the
+ * working VDI) gets N copies, one ALTER_COPY each; each node's recovery
+ * then moves the objects (the daemon's side is in sheep/vdi.c). Refused,
+ * before anything changes, for an erasure-coded VDI and while a client
+ * holds the working VDI's lock.
+ */
+int vdi_alter_copy(int argc, char **argv)
+{
+	const char *name = argv[0];
+	struct family *f = NULL;
+	struct sd_inode *inode = NULL;
+	uint8_t was = 0;
+	uint32_t vid;
+	bool locked;
+	int ret, nr_changed = 0;
+
+	(void)argc;
+	ret = vdi_check_name(name);
+	if (ret)
+		return ret;
+	if (!opts.has_copies)
+		return collie_usage_err("alter-copy needs the new number of copies: -c N");
+	if (opts.copy_policy)
+		return collie_usage_err("alter-copy changes the copies of a replicated vdi: -c N "
+					"(an erasure code is chosen when a vdi is created)");
+	ret = vdi_lookup(name, NULL, &vid);
+	if (ret)
+		return ret;
+	f = calloc(1, sizeof(*f));
+	inode = malloc(sizeof(*inode));
+	if (!f || !inode) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+		goto out;
+	}
+	f->name = name;
+	ret = vdi_for_each(add_member, f);
+	if (ret)
+		goto out;
+	if (!f->working) {
+		collie_err("vdi '%s' not found", name);
+		ret = EXIT_MISSING;
+		goto out;
+	}
+	if (f->too_many) {
+		collie_err("vdi '%s' has more snapshots than alter-copy handles (%zu)", name,
+			   sizeof(f->vids) / sizeof(f->vids[0]) - 1);
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	ret = vdi_read_inode(f->working, inode, SD_INODE_HEADER_SIZE);
+	if (ret)
+		goto out;
+	if (inode->copy_policy) {
+		collie_err("vdi '%s' is erasure-coded: its data and parity strips are fixed when it "
+			   "is created",
+			   name);
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	was = inode->nr_copies;
+	f->copies[f->nr] = was;
+	f->vids[f->nr++] = f->working;
+	ret = vdi_is_locked(f->working, &locked);
+	if (!ret && locked) {
+		collie_err("vdi '%s' is locked by a client: stop it first", name);
+		ret = EXIT_FAIL;
+	}
+	for (int i = 0; !ret && i < f->nr; i++) {
+		struct sd_req hdr;
+		struct sd_rsp rsp;
+		char what[64 + SD_MAX_VDI_LEN];
+
+		if (f->copies[i] == opts.copies)
+			continue;
+		collie_init_req(&hdr, SD_OP_ALTER_COPY);
+		hdr.vdi.base_vdi_id = f->vids[i];
+		hdr.vdi.copies = opts.copies;
+		snprintf(what, sizeof(what), "failed to change the copies of vdi '%s'", name);
+		ret = collie_run(what, &hdr, NULL, 0, 0, &rsp);
+		if (!ret)
+			nr_changed++;
+	}
+	if (ret && nr_changed)
+		collie_err("vdi '%s' is partly changed (%d of %d vdis): run alter-copy again", name,
+			   nr_changed, f->nr);
+	else if (!ret && nr_changed)
+		printf("vdi '%s': copies %u -> %u (%d vdi(s): the working vdi and its snapshots); "
+		       "recovery moves the objects (collie node recovery)\n",
+		       name, was, opts.copies, nr_changed);
+	else if (!ret)
+		printf("vdi '%s': copies %u already\n", name, opts.copies);
+out:
+	free(inode);
+	free(f);
 	return ret;
 }
 
