@@ -279,6 +279,14 @@ const struct subcommand cluster_cmds[] = {
 	{ "recover", "force", 0,
 	  "serve without the nodes that a restarted node still waits for (they are gone for good)",
 	  cluster_recover, NULL, 1, 1 },
+	{ "alter-copy", "", OPT_COPIES,
+	  "give the cluster's default and every replicated vdi -c N copies; recovery moves them",
+	  cluster_alter_copy, NULL, 0, 0, "  collie cluster alter-copy -c 3\n",
+	  "The default of the vdis created without a count changes on every node at\n"
+	  "once; then every replicated vdi and snapshot with another count gets N, one\n"
+	  "after the other, as collie vdi alter-copy does (their clients go on).\n"
+	  "Erasure-coded vdis keep their D:P. Refused on a cluster whose default is\n"
+	  "erasure coding, and for more copies than nodes that store objects.\n" },
 	{ "reweight", "", OPT_RAW,
 	  "give every storing node vnodes in proportion to its store's size, in one epoch",
 	  cluster_reweight, NULL, 0, 0 },

@@ -294,6 +294,7 @@ int vdi_backup(int argc, char **argv);
 int vdi_restore(int argc, char **argv);
 int vdi_rollback(int argc, char **argv);
 int vdi_alter_copy(int argc, char **argv);
+int cluster_alter_copy(int argc, char **argv);
 int vdi_object(int argc, char **argv);
 
 /*

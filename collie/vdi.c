@@ -582,10 +582,10 @@ const struct subcommand vdi_cmds[] = {
 	  "Every node places the vdi's objects with the new count as soon as the\n"
 	  "command returns; recovery then copies what a higher count adds and, once\n"
 	  "every node has it, removes what a lower one drops (collie node recovery\n"
-	  "shows it; collie vdi check the result). Refused while a client holds the\n"
-	  "vdi's lock (stop the VM first), for an erasure-coded vdi, and for more\n"
-	  "copies than nodes that store objects. Objects the vdi shares with a clone's\n"
-	  "base or a deleted snapshot keep the count of the vdi they belong to.\n" },
+	  "shows it; collie vdi check the result). A running VM goes on reading and\n"
+	  "writing. Refused for an erasure-coded vdi and for more copies than nodes\n"
+	  "that store objects. Objects the vdi shares with a clone's base or a\n"
+	  "deleted snapshot keep the count of the vdi they belong to.\n" },
 	{ "object", "NAME [INDEX]", OPT_SNAPSHOT | OPT_RAW,
 	  "which nodes hold an object of the vdi (or every object), its size and state", vdi_object,
 	  NULL, 1, 2, "  collie vdi object vm1 0\n  collie vdi object vm1\n",

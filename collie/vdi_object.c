@@ -94,6 +94,20 @@ out:
 	return ret;
 }
 
+/* ALTER_COPY of vid (a VDI called name): EXIT_OK, or an exit code after saying why */
+static int alter_one(uint32_t vid, const char *name, uint8_t copies)
+{
+	char what[64 + SD_MAX_VDI_LEN];
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+
+	collie_init_req(&hdr, SD_OP_ALTER_COPY);
+	hdr.vdi.base_vdi_id = vid;
+	hdr.vdi.copies = copies;
+	snprintf(what, sizeof(what), "failed to change the copies of vdi '%s'", name);
+	return collie_run(what, &hdr, NULL, 0, 0, &rsp);
+}
+
 /* the live vids called name (the working VDI and its snapshots), snapshots first */
 struct family {
 	const char *name;
@@ -125,9 +139,9 @@ static void add_member(const struct sd_inode *inode, void *arg)
 /*
  * alter-copy NAME -c N: every live VDI called NAME (its snapshots, then the
  * working VDI) gets N copies, one ALTER_COPY each; each node's recovery
- * then moves the objects (the daemon's side is in sheep/vdi.c). Refused,
- * before anything changes, for an erasure-coded VDI and while a client
- * holds the working VDI's lock.
+ * then moves the objects while the VDI's clients go on (the daemon's side
+ * is in sheep/vdi.c). Refused, before anything changes, for an
+ * erasure-coded VDI.
  */
 int vdi_alter_copy(int argc, char **argv)
 {
@@ -136,7 +150,6 @@ int vdi_alter_copy(int argc, char **argv)
 	struct sd_inode *inode = NULL;
 	uint8_t was = 0;
 	uint32_t vid;
-	bool locked;
 	int ret, nr_changed = 0;
 
 	(void)argc;
@@ -186,23 +199,10 @@ int vdi_alter_copy(int argc, char **argv)
 	was = inode->nr_copies;
 	f->copies[f->nr] = was;
 	f->vids[f->nr++] = f->working;
-	ret = vdi_is_locked(f->working, &locked);
-	if (!ret && locked) {
-		collie_err("vdi '%s' is locked by a client: stop it first", name);
-		ret = EXIT_FAIL;
-	}
 	for (int i = 0; !ret && i < f->nr; i++) {
-		struct sd_req hdr;
-		struct sd_rsp rsp;
-		char what[64 + SD_MAX_VDI_LEN];
-
 		if (f->copies[i] == opts.copies)
 			continue;
-		collie_init_req(&hdr, SD_OP_ALTER_COPY);
-		hdr.vdi.base_vdi_id = f->vids[i];
-		hdr.vdi.copies = opts.copies;
-		snprintf(what, sizeof(what), "failed to change the copies of vdi '%s'", name);
-		ret = collie_run(what, &hdr, NULL, 0, 0, &rsp);
+		ret = alter_one(f->vids[i], name, opts.copies);
 		if (!ret)
 			nr_changed++;
 	}
@@ -218,6 +218,109 @@ int vdi_alter_copy(int argc, char **argv)
 out:
 	free(inode);
 	free(f);
+	return ret;
+}
+
+/* every live replicated VDI whose count is not the one wanted, and the erasure-coded ones */
+struct cluster_vdis {
+	uint8_t copies;
+	uint32_t *vids;
+	char (*names)[SD_MAX_VDI_LEN];
+	size_t nr, cap, nr_ec, nr_same;
+	bool oom;
+};
+
+static void add_cluster_vdi(const struct sd_inode *inode, void *arg)
+{
+	struct cluster_vdis *c = arg;
+
+	if (vdi_is_deleted(inode) || c->oom)
+		return;
+	if (inode->copy_policy) {
+		c->nr_ec++;
+		return;
+	}
+	if (inode->nr_copies == c->copies) {
+		c->nr_same++;
+		return;
+	}
+	if (c->nr == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		uint32_t *v = realloc(c->vids, cap * sizeof(*v));
+		char(*n)[SD_MAX_VDI_LEN] = v ? realloc(c->names, cap * sizeof(*n)) : NULL;
+
+		if (v)
+			c->vids = v;
+		if (!v || !n) {
+			c->oom = true;
+			return;
+		}
+		c->names = n;
+		c->cap = cap;
+	}
+	c->vids[c->nr] = inode->vdi_id;
+	memcpy(c->names[c->nr], inode->name, SD_MAX_VDI_LEN);
+	c->names[c->nr][SD_MAX_VDI_LEN - 1] = '\0';
+	c->nr++;
+}
+
+/*
+ * cluster alter-copy -c N: the cluster's default copies (ALTER_CLUSTER_COPY,
+ * in the cluster's order on every node), then every live replicated VDI
+ * that has another count, one ALTER_COPY each; the erasure-coded ones keep
+ * their D:P.
+ */
+int cluster_alter_copy(int argc, char **argv)
+{
+	struct cluster_vdis c = { 0 };
+	struct sd_req hdr;
+	struct sd_rsp rsp;
+	uint8_t was;
+	size_t nr_changed = 0;
+	int ret;
+
+	(void)argc;
+	(void)argv;
+	if (!opts.has_copies)
+		return collie_usage_err("alter-copy needs the new number of copies: -c N");
+	if (opts.copy_policy)
+		return collie_usage_err("alter-copy changes the copies of replicated vdis: -c N "
+					"(an erasure code is chosen when a vdi is created)");
+	collie_init_req(&hdr, SD_OP_STAT_CLUSTER);
+	ret = collie_run("failed to get the cluster state", &hdr, NULL, 0, 0, &rsp);
+	if (ret)
+		return ret;
+	was = rsp.cinfo.copies;
+	if (rsp.cinfo.copy_policy) {
+		collie_err("the cluster's default is erasure coding: alter-copy changes the copies "
+			   "of a replicated cluster");
+		return EXIT_FAIL;
+	}
+	collie_init_req(&hdr, SD_OP_ALTER_CLUSTER_COPY);
+	hdr.cluster.copies = opts.copies;
+	ret = collie_run("failed to change the cluster's default copies", &hdr, NULL, 0, 0, &rsp);
+	if (ret)
+		return ret;
+	c.copies = opts.copies;
+	ret = vdi_for_each(add_cluster_vdi, &c);
+	if (!ret && c.oom) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+	}
+	for (size_t i = 0; !ret && i < c.nr; i++) {
+		ret = alter_one(c.vids[i], c.names[i], opts.copies);
+		if (!ret)
+			nr_changed++;
+	}
+	if (ret)
+		collie_err("the cluster is partly changed (%zu of %zu vdis): run alter-copy again",
+			   nr_changed, c.nr);
+	else
+		printf("cluster: default copies %u -> %u; %zu vdi(s) changed, %zu had %u already, "
+		       "%zu erasure-coded kept; recovery moves the objects (collie node recovery)\n",
+		       was, opts.copies, nr_changed, c.nr_same, opts.copies, c.nr_ec);
+	free(c.vids);
+	free(c.names);
 	return ret;
 }
 

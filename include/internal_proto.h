@@ -51,14 +51,22 @@
 /*
  * ALTER_COPY (collie vdi alter-copy): the replicated VDI req.vdi.base_vdi_id
  * gets req.vdi.copies copies. The node asked checks it (a VDI that is not
- * erasure-coded nor locked by a client; 1 to as many copies as nodes store
- * objects), writes the inode header's nr_copies and answers once every node
- * reread that header (NOTIFY_VDI_HEADER): from then on every gateway places
- * the VDI's objects with the new count, and every node runs its recovery
- * of the epoch again, which moves them. SD_RES_VDI_LOCKED,
- * SD_RES_TOO_FEW_NODES, SD_RES_NO_VDI, SD_RES_INVALID_PARMS.
+ * erasure-coded; 1 to as many copies as nodes store objects), writes the
+ * inode header's nr_copies and answers once every node reread that header
+ * (NOTIFY_VDI_HEADER): from then on every gateway places the VDI's objects
+ * with the new count, and every node runs its recovery of the epoch again,
+ * which moves them. Its clients' I/O goes on (SD_RES_COPIES_CHANGED fences
+ * the writes). SD_RES_TOO_FEW_NODES, SD_RES_NO_VDI, SD_RES_INVALID_PARMS.
  */
 #define SD_OP_ALTER_COPY 0x89
+/*
+ * ALTER_CLUSTER_COPY (ordered; collie cluster alter-copy): the default
+ * copies of the VDIs created without a count becomes req.cluster.copies on
+ * every node (DIR/config). Refused on a cluster whose default is erasure
+ * coding (SD_RES_INVALID_PARMS) and with more copies than storing nodes
+ * (SD_RES_TOO_FEW_NODES). The VDIs keep theirs: collie alters each.
+ */
+#define SD_OP_ALTER_CLUSTER_COPY 0x8D
 /*
  * Ordered among the daemons, never from a client: the header of inode
  * req.vdi.base_vdi_id changed (a client wrote it); every node rereads it
@@ -244,6 +252,13 @@ struct sd_md_disk {
 #define SD_RES_TRACE_TOO_BIG 0x94
 /* START refused: no thread of the daemon is of the --thread kind asked */
 #define SD_RES_TRACE_NO_THREAD 0x95
+/*
+ * A peer write or fetch whose req.obj.copies is not the count this node's
+ * VDI table has for the object's VDI (ALTER_COPY: the nodes take a new count
+ * one after the other). Never to a client: the gateway retries once its own
+ * table has the new count, the fetcher asks another node or later.
+ */
+#define SD_RES_COPIES_CHANGED 0x96
 /*
  * A peer could not be reached (connect, send or receive failed). Never on
  * the wire: the gateway retries on a new ring, then answers SD_RES_EIO.

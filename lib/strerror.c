@@ -53,6 +53,7 @@ static const char *const messages[] = {
 	    "this follower was silent too long: its cursor went to another",
 	[SD_RES_TRACE_TOO_BIG] = "the tracer's rings would be over their total for every thread",
 	[SD_RES_TRACE_NO_THREAD] = "no thread of the daemon is of that kind",
+	[SD_RES_COPIES_CHANGED] = "the vdi's copies changed: ask again with the new count",
 	[SD_RES_NETWORK] = "cannot reach a peer node",
 	[SD_RES_ACCESS_DENIED] = "access denied: this address may not run that operation "
 				 "(see sheep --admin-allow)",

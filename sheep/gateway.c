@@ -17,6 +17,14 @@
  * - A peer on another epoch, or an unreachable peer, makes the gateway retry
  *   on the newest ring until GW_RETRY_MS has passed since the last new
  *   epoch it saw (a stopped peer is evicted after the heartbeat timeout).
+ * - A VDI's copies are fenced as the epoch is (ALTER_COPY changes them on
+ *   every node in the cluster's order, one node after the other): a
+ *   replica refuses a write that names another count than its table's
+ *   (SD_RES_COPIES_CHANGED), and the gateway retries, looking its count up
+ *   again whenever the table's generation of copies moved since it
+ *   resolved it. So no write lands on the holders of the old count once a
+ *   node of the new one may have fetched the object (peer.c refuses such a
+ *   fetch from a node still on the old count).
  * - A COW create reads the whole source object through the gateway, applies
  *   the write to it and sends the result as a plain create: the source's
  *   replicas need not be the new object's.
@@ -60,6 +68,7 @@ struct gw_io {
 	uint64_t off;
 	bool sync;
 	int copies;
+	uint32_t gen; /* the table's generation of copies (vdi_attr.gen; 0: the caller's own) */
 	/* a create whose payload is a whole COW object: the client's write in it */
 	bool cow;
 	uint32_t wr_off, wr_len;
@@ -67,7 +76,8 @@ struct gw_io {
 
 static bool retryable(int ret)
 {
-	return ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER || ret == SD_RES_NETWORK;
+	return ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER || ret == SD_RES_NETWORK ||
+	       ret == SD_RES_COPIES_CHANGED;
 }
 
 static void sleep_ms(int ms)
@@ -258,12 +268,22 @@ static int write_once(const struct epoch_ring *er, const struct gw_io *io)
 	return ret;
 }
 
-/* the copies of oid: the VDI's when copies is 0 or less, else the cluster's */
-static int io_copies(uint64_t oid, int copies)
+/*
+ * The copies of io's object: the caller's (attr), else the VDI's (the
+ * table's, with their generation), else the cluster's. again: the table's
+ * generation moved since io's count was resolved from it: the VDI's count
+ * may have changed (ALTER_COPY), look it up again.
+ */
+static void io_copies(struct gw_io *io, bool again)
 {
-	if (copies <= 0)
-		copies = vdi_copies(oid_to_vid(oid));
-	return copies > 0 ? copies : group_copies();
+	int copies = io->copies;
+
+	if (copies <= 0 || again)
+		copies = vdi_copies_at(oid_to_vid(io->oid), &io->gen);
+	if (copies > 0)
+		io->copies = copies;
+	else if (io->copies <= 0)
+		io->copies = group_copies();
 }
 
 static int do_io(struct gw_io *io)
@@ -272,10 +292,13 @@ static int do_io(struct gw_io *io)
 	uint32_t last_epoch = 0;
 	int ret, pause_ms = 1;
 
-	io->copies = io_copies(io->oid, io->copies);
+	io_copies(io, false);
 	for (;;) {
-		struct epoch_ring *er = group_ring_get();
+		struct epoch_ring *er;
 
+		if (io->gen && io->gen != vdi_copies_generation())
+			io_copies(io, true);
+		er = group_ring_get();
 		if (!er)
 			return SD_RES_NO_MEM;
 		if (io->opcode == SD_OP_READ_PEER)
@@ -295,7 +318,7 @@ static int do_io(struct gw_io *io)
 	if (ret != SD_RES_SUCCESS)
 		sd_debug("%016" PRIx64 " op 0x%02x epoch %" PRIu32 ": %s", io->oid, io->opcode,
 			 last_epoch, sd_strerror(ret));
-	if (ret == SD_RES_NETWORK || ret == SD_RES_OLD_NODE_VER || ret == SD_RES_NEW_NODE_VER)
+	if (retryable(ret))
 		ret = SD_RES_EIO; /* clients know nothing of peers */
 	return ret;
 }
@@ -304,6 +327,12 @@ static int do_io(struct gw_io *io)
 static int attr_copies(const struct vdi_attr *attr)
 {
 	return attr ? attr->nr_copies : 0;
+}
+
+/* and the generation attr's count belongs to (0: the caller's own count) */
+static uint32_t attr_gen(const struct vdi_attr *attr)
+{
+	return attr ? attr->gen : 0;
 }
 
 /*
@@ -340,7 +369,8 @@ static bool ec_scheme(uint64_t oid, const struct vdi_attr *attr, int *d, int *p,
 
 int gateway_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, const struct vdi_attr *attr)
 {
-	struct gw_io io = { SD_OP_READ_PEER, oid, buf, len, off, true, attr_copies(attr) };
+	struct gw_io io = { SD_OP_READ_PEER, oid, buf, len, off, true, attr_copies(attr),
+			    attr_gen(attr) };
 	uint8_t shift;
 	int d, p;
 
@@ -363,6 +393,7 @@ int gateway_read(uint64_t oid, void *buf, uint32_t len, uint64_t off, const stru
 bool gateway_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t off,
 			 const struct vdi_attr *attr)
 {
+	struct gw_io io = { .oid = oid, .copies = attr_copies(attr) };
 	struct epoch_ring *er;
 	struct peer_iter it;
 	bool done = false;
@@ -372,10 +403,11 @@ bool gateway_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t off,
 	if (!sd_store->read_cached || len > GW_INLINE_READ_MAX ||
 	    ec_scheme(oid, attr, &d, &p, &shift))
 		return false;
+	io_copies(&io, false);
 	er = group_ring_get();
 	if (!er)
 		return false;
-	if (peer_iter_init(&it, er, oid, io_copies(oid, attr_copies(attr)), true, 0) &&
+	if (peer_iter_init(&it, er, oid, io.copies, true, 0) &&
 	    peer_iter_next(&it) == er->local_idx && er->local_idx >= 0 &&
 	    sd_store->read_cached(oid, buf, len, off))
 		done = true;
@@ -490,7 +522,7 @@ int gateway_write(uint64_t oid, const void *buf, uint32_t len, uint64_t off, uns
 		  const struct vdi_attr *attr)
 {
 	struct gw_io io = { SD_OP_WRITE_PEER, oid, (void *)buf, len, off, flags & GW_SYNC,
-			    attr_copies(attr) };
+			    attr_copies(attr), attr_gen(attr) };
 	uint32_t *old, first = 0, nr = 0;
 	uint8_t shift;
 	int ret, d, p;
@@ -529,6 +561,7 @@ static int create_cow(uint64_t oid, uint64_t cow_oid, const void *data, uint32_t
 				    .len = size,
 				    .sync = sync,
 				    .copies = attr_copies(attr),
+				    .gen = attr_gen(attr),
 				    .cow = true,
 				    .wr_off = (uint32_t)off,
 				    .wr_len = len };
@@ -556,7 +589,8 @@ int gateway_create(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len
 			    len,
 			    off,
 			    flags & GW_SYNC,
-			    attr_copies(attr) };
+			    attr_copies(attr),
+			    attr_gen(attr) };
 	uint8_t shift;
 	int d, p;
 
@@ -573,7 +607,8 @@ int gateway_create(uint64_t oid, uint64_t cow_oid, const void *buf, uint32_t len
 /* an erasure-coded object: each of its strips, from every node */
 int gateway_remove(uint64_t oid, const struct vdi_attr *attr)
 {
-	struct gw_io io = { SD_OP_REMOVE_PEER, oid, NULL, 0, 0, true, attr_copies(attr) };
+	struct gw_io io = { SD_OP_REMOVE_PEER, oid, NULL, 0, 0, true, attr_copies(attr),
+			    attr_gen(attr) };
 	uint8_t shift;
 	int d, p, ret = SD_RES_SUCCESS;
 

@@ -1128,7 +1128,8 @@ int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n
 		goto out_unlock;
 	for (int i = 0; i < n && !ret; i++)
 		ret = gd_write_epoch_log(logs[i].epoch, logs[i].nodes, (int)logs[i].nr_nodes);
-	if (!ret && !cs.formatted) {
+	/* new here, or the default copies changed while this node was away (ALTER_CLUSTER_COPY) */
+	if (!ret && (!cs.formatted || cs.copies != rsp->cinfo.copies)) {
 		cfg.ctime = rsp->cinfo.ctime;
 		cfg.copies = rsp->cinfo.copies;
 		cfg.copy_policy = rsp->cinfo.copy_policy;
@@ -1159,9 +1160,39 @@ bool group_is_formatted(void)
 	return __atomic_load_n(&cs.formatted, __ATOMIC_ACQUIRE);
 }
 
+int group_set_copies(uint8_t copies, int nr_storing)
+{
+	struct sheep_disk_config cfg = { .magic = CONFIG_MAGIC };
+	int ret = 0;
+
+	sd_mutex_lock(&cs_lock);
+	if (!cs.formatted)
+		ret = -ENOENT;
+	else if (cs.copy_policy || copies < 1 || copies > SD_MAX_COPIES)
+		ret = -EINVAL;
+	else if (copies > nr_storing)
+		ret = -ERANGE;
+	if (ret || copies == cs.copies)
+		goto out_unlock;
+	cfg.ctime = cs.ctime;
+	cfg.copies = copies;
+	cfg.copy_policy = cs.copy_policy;
+	cfg.block_size_shift = cs.block_size_shift;
+	ret = group_write_file("config", &cfg, sizeof(cfg));
+	if (ret) {
+		sd_err("cannot store the new default copies: %s", strerror(-ret));
+		goto out_unlock;
+	}
+	sd_info("the cluster's default copies: %u, %u before", copies, cs.copies);
+	__atomic_store_n(&cs.copies, copies, __ATOMIC_RELEASE);
+out_unlock:
+	sd_mutex_unlock(&cs_lock);
+	return ret;
+}
+
 uint8_t group_copies(void)
 {
-	return cs.copies;
+	return __atomic_load_n(&cs.copies, __ATOMIC_ACQUIRE);
 }
 
 uint8_t group_copy_policy(void)

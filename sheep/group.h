@@ -78,6 +78,14 @@ void group_set_deliver(group_deliver_fn fn);
  */
 int group_format(uint64_t ctime, uint8_t copies, uint8_t copy_policy, uint8_t shift,
 		 int nr_storing);
+/*
+ * ALTER_CLUSTER_COPY, in the cluster's order: the default copies of the
+ * VDIs created without a count becomes copies (DIR/config too). 0, or
+ * -EINVAL (the default is erasure coding, copies out of bounds), -ERANGE
+ * (more copies than the nr_storing nodes that store objects), -ENOENT (not
+ * formatted), -errno of writing the config.
+ */
+int group_set_copies(uint8_t copies, int nr_storing);
 void group_get_state(struct cluster_state *out);
 bool group_is_formatted(void);
 /* true from this node's join into a running cluster until group_adopt() */

@@ -62,6 +62,23 @@ static int op_make_fs(struct request *req)
 	}
 }
 
+/* ALTER_CLUSTER_COPY, on every node in the cluster's order: the same answer everywhere */
+static int op_alter_cluster_copy(struct request *req)
+{
+	switch (group_set_copies(req->rq.cluster.copies, req->ord.nr_storing)) {
+	case 0:
+		return SD_RES_SUCCESS;
+	case -EINVAL:
+		return SD_RES_INVALID_PARMS;
+	case -ERANGE:
+		return SD_RES_TOO_FEW_NODES;
+	case -ENOENT:
+		return SD_RES_WAIT_FOR_FORMAT;
+	default:
+		return SD_RES_EIO;
+	}
+}
+
 static int op_stat_cluster(struct request *req)
 {
 	struct cluster_state cs;
@@ -386,6 +403,7 @@ static const struct sd_op_template ops[] = {
 	  op_get_cluster_default },
 	/* internal, admin */
 	{ "MAKE_FS", SD_OP_MAKE_FS, OP_ORDERED, true, op_make_fs },
+	{ "ALTER_CLUSTER_COPY", SD_OP_ALTER_CLUSTER_COPY, OP_ORDERED, false, op_alter_cluster_copy },
 	{ "STAT_CLUSTER", SD_OP_STAT_CLUSTER, OP_CLUSTER, true, op_stat_cluster },
 	{ "GET_NODE_LIST", SD_OP_GET_NODE_LIST, OP_MAIN, true, op_get_node_list },
 	{ "STAT_SHEEP", SD_OP_STAT_SHEEP, OP_IO, true, op_stat_sheep },

@@ -7,7 +7,10 @@
  * wait on their peers, and if peer ops shared their queue, two gateways
  * each filling the other's queue would wait on each other forever. Every
  * peer op carries the sender's epoch; one from another epoch is refused so
- * that the sender retries on the ring that this node sees.
+ * that the sender retries on the ring that this node sees. A write, a
+ * create and a fetch carry the count of copies the sender places the
+ * object's VDI with; one that is not this node's is refused in the same
+ * way (ALTER_COPY: the nodes take a VDI's new count one after the other).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +27,7 @@
 #include "recovery.h"
 #include "replica.h"
 #include "request.h"
+#include "vdi_table.h"
 #include "store/store.h"
 
 /* the epoch and the object range of a peer request */
@@ -44,6 +48,23 @@ static int check_peer(const struct sd_req *rq, bool has_obj)
 	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length))
 		return SD_RES_INVALID_PARMS;
 	return SD_RES_SUCCESS;
+}
+
+/*
+ * The sender's count of copies against this node's (0 on either side:
+ * unknown, an erasure-coded strip's request, an older sender): a write
+ * placed with the old count while this node has the new one, or the other
+ * way round, could miss a node that already fetched the object, or land
+ * on one that no longer should hold it. The sender asks again.
+ */
+static int check_copies(const struct sd_req *rq)
+{
+	int copies;
+
+	if (!rq->obj.copies)
+		return SD_RES_SUCCESS;
+	copies = vdi_copies(oid_to_vid(rq->obj.oid));
+	return copies > 0 && copies != rq->obj.copies ? SD_RES_COPIES_CHANGED : SD_RES_SUCCESS;
 }
 
 static bool is_sync(const struct sd_req *rq)
@@ -69,6 +90,8 @@ int peer_op_write(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	int ret = check_peer(rq, true);
 
+	if (!ret)
+		ret = check_copies(rq);
 	if (ret)
 		return ret;
 	if (!(rq->flags & SD_FLAG_CMD_WRITE))
@@ -81,6 +104,8 @@ int peer_op_create_and_write(struct request *req)
 	const struct sd_req *rq = &req->rq;
 	int ret = check_peer(rq, true);
 
+	if (!ret)
+		ret = check_copies(rq);
 	if (ret)
 		return ret;
 	if (!(rq->flags & SD_FLAG_CMD_WRITE))
@@ -168,6 +193,10 @@ int peer_op_fetch(struct request *req)
 	    !sd_obj_range_valid(rq->obj.oid, rq->obj.offset, rq->data_length) ||
 	    (rq->flags & SD_FLAG_CMD_WRITE))
 		return SD_RES_INVALID_PARMS;
+	/* a fetcher on the new count, from a node that may still take old-count writes */
+	ret = check_copies(rq);
+	if (ret)
+		return ret;
 	if (rq->flags & SD_FLAG_CMD_STALE)
 		ret = sd_store->read_stale(rq->obj.oid, req->data, rq->data_length, rq->obj.offset);
 	else

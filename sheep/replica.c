@@ -102,8 +102,8 @@ uint32_t replica_object_size(uint64_t oid)
  * INVALID_PARMS: asked again the old way (a valid fetch is never refused
  * so by a sheep that knows it).
  */
-static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, bool now, void *buf,
-		      uint32_t size)
+static int fetch_from(const struct sd_node_id *nid, uint64_t oid, int copies, bool stale, bool now,
+		      void *buf, uint32_t size)
 {
 	struct sd_req rq = { .proto_ver = SD_SHEEP_PROTO_VER,
 			     .opcode = now ? SD_OP_FETCH_PEER_NOW : SD_OP_FETCH_PEER,
@@ -112,10 +112,12 @@ static int fetch_from(const struct sd_node_id *nid, uint64_t oid, bool stale, bo
 	struct sd_rsp rsp;
 
 	rq.obj.oid = oid;
+	/* the holder refuses it while it places the VDI with another count (peer.c) */
+	rq.obj.copies = (uint8_t)(copies > 0 ? copies : 0);
 	if (peer_request(nid, &rq, NULL, buf, &rsp))
 		return SD_RES_EIO;
 	if (now && rsp.result == SD_RES_INVALID_PARMS)
-		return fetch_from(nid, oid, stale, false, buf, size);
+		return fetch_from(nid, oid, copies, stale, false, buf, size);
 	if (rsp.result == SD_RES_SUCCESS && rsp.data_length != size)
 		return SD_RES_EIO;
 	return (int)rsp.result;
@@ -152,7 +154,7 @@ static int fetch_any(const struct epoch_ring *er, uint64_t oid, uint64_t mask, b
 		skip |= UINT64_C(1) << er->local_idx;
 	peer_iter_init(&it, er, oid, copies > 0 ? copies : group_copies(), false, skip);
 	while ((node = peer_iter_next(&it)) >= 0) {
-		int r = fetch_from(&er->ring.nodes[node].nid, oid, stale, now, buf, size);
+		int r = fetch_from(&er->ring.nodes[node].nid, oid, copies, stale, now, buf, size);
 
 		if (r == SD_RES_SUCCESS)
 			return r;

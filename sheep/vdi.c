@@ -170,15 +170,19 @@ void vdi_set_copies_hook(void (*changed)(void))
 
 /*
  * ALTER_COPY, on the node asked (an io worker): the header of a replicated
- * VDI that no client holds gets its new copies, written through the
- * gateway to the holders of the old count; NOTIFY_VDI_HEADER follows
- * (vdi_op_alter_copy_notify) and every node rereads it in the cluster's
- * order, places the VDI's objects with the new count from then on, and
- * runs the epoch's recovery again, which fetches the copies that the new
- * count adds and, once every node has them, removes those it drops
- * (recovery.c: clean_epoch). No write of a client races with the change:
- * a VDI locked by a client is refused, and a client that opens it meanwhile
- * writes with the count its gateway's table has when the write arrives.
+ * VDI gets its new copies, written through the gateway to the holders of
+ * the old count; NOTIFY_VDI_HEADER follows (vdi_op_alter_copy_notify) and
+ * every node rereads it in the cluster's order, places the VDI's objects
+ * with the new count from then on, and runs the epoch's recovery again,
+ * which fetches the copies that the new count adds and, once every node
+ * has them, removes those it drops (recovery.c: clean_epoch).
+ *
+ * Clients go on writing meanwhile: the nodes take the new count one after
+ * the other, and a write placed with one count never lands where the
+ * other is in force (peer.c refuses it, SD_RES_COPIES_CHANGED; the gateway
+ * retries with its table's count once that changed: gateway.c), nor is an
+ * object fetched for the new count from a node still on the old one. So a
+ * node that fetched its new copy gets every write after that fetch.
  *
  * Why the header first and then the notification: every copy of the inode
  * says the new count before any node places with it, so a node that
@@ -202,8 +206,6 @@ int vdi_op_alter_copy(struct request *req)
 		ret = SD_RES_NO_VDI;
 	else if (s->copy_policy)
 		ret = SD_RES_INVALID_PARMS; /* D:P is the VDI's for good */
-	else if (s->locked)
-		ret = SD_RES_VDI_LOCKED;
 	vdi_table_unlock();
 	if (ret == SD_RES_INVALID_PARMS)
 		sd_warn("vid %06" PRIx32 ": alter-copy refused, the vdi is erasure-coded", vid);

@@ -181,14 +181,26 @@ void vdi_table_fill(struct vdi_state *s, const struct sd_inode_header *h)
 	s->size = h->vdi_size;
 }
 
+/* starts at 1: an attr's gen 0 means "not the table's" */
+static uint32_t copies_gen = 1;
+
+uint32_t vdi_copies_generation(void)
+{
+	return __atomic_load_n(&copies_gen, __ATOMIC_ACQUIRE);
+}
+
 void vdi_table_refill(struct vdi_state *s, const struct sd_inode_header *h)
 {
 	struct sd_lock_owner owner = s->owner;
 	bool locked = s->locked;
+	uint8_t copies = s->nr_copies;
 
 	vdi_table_fill(s, h);
 	s->locked = locked;
 	s->owner = owner;
+	/* under the write lock: a reader sees the new count with the new generation */
+	if (s->nr_copies != copies)
+		__atomic_add_fetch(&copies_gen, 1, __ATOMIC_RELEASE);
 }
 
 struct vdi_state *vdi_table_find(const char *name, uint32_t snapid, const char *tag, int *res)
@@ -252,6 +264,7 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr)
 		attr->copy_policy = s->copy_policy;
 		attr->snapshot = s->snapshot;
 		attr->size = s->size;
+		attr->gen = vdi_copies_generation();
 		ret = SD_RES_SUCCESS;
 	}
 	sd_rw_unlock(&vdi_lock);
@@ -305,6 +318,20 @@ int vdi_copies(uint32_t vid)
 	s = vdi_table_lookup(vid);
 	if (s)
 		copies = s->nr_copies;
+	sd_rw_unlock(&vdi_lock);
+	return copies;
+}
+
+int vdi_copies_at(uint32_t vid, uint32_t *gen)
+{
+	struct vdi_state *s;
+	int copies = 0;
+
+	sd_rw_rdlock(&vdi_lock);
+	s = vdi_table_lookup(vid);
+	if (s)
+		copies = s->nr_copies;
+	*gen = vdi_copies_generation();
 	sd_rw_unlock(&vdi_lock);
 	return copies;
 }

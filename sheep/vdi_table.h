@@ -89,6 +89,11 @@ struct vdi_attr {
 	uint8_t copy_policy; /* 0: replicated; else D:P (ec.h) */
 	bool snapshot;	   /* its data is frozen */
 	uint64_t size;	   /* vdi_size */
+	/*
+	 * vdi_copies_generation() when the table filled it; 0: the caller's
+	 * own count (the namespace ops' inode I/O), never looked up again
+	 */
+	uint32_t gen;
 };
 /* SD_RES_SUCCESS, or SD_RES_NO_VDI when vid is unknown or deleted */
 int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
@@ -96,6 +101,14 @@ int vdi_get_attr(uint32_t vid, struct vdi_attr *attr);
 int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot);
 /* the VDI's copies, 0 if unknown */
 int vdi_copies(uint32_t vid);
+/* the same, and the generation that count belongs to (*gen) */
+int vdi_copies_at(uint32_t vid, uint32_t *gen);
+/*
+ * Lock-free: a count bumped whenever a VDI's copies change in the table
+ * (ALTER_COPY). A gateway that resolved a VDI's copies at generation g
+ * and sees another one looks them up again (gateway.c).
+ */
+uint32_t vdi_copies_generation(void);
 /* the VDI's copy_policy: 0 when replicated or unknown, else its D:P (ec.h) */
 uint8_t vdi_copy_policy(uint32_t vid);
 /*

@@ -102,6 +102,7 @@ int scenario_access(void)
 		{ "FETCH_PEER_NOW", SD_OP_FETCH_PEER_NOW, 0, oid, -1 },
 		/* an admin op: req.vdi's base_vdi_id and copies are the oid's low 5 bytes */
 		{ "ALTER_COPY", SD_OP_ALTER_COPY, 0, vid | UINT64_C(1) << 32, -1 },
+		{ "ALTER_CLUSTER_COPY", SD_OP_ALTER_CLUSTER_COPY, 0, 0, -1 },
 	};
 
 	memset(buf, 'X', 4096);

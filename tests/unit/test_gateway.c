@@ -11,6 +11,8 @@
  * - a node on another epoch is retried on the ring (one mismatch, then it
  *   answers), and an unreachable one fails the write with SD_RES_EIO once
  *   the retry time is over (time runs fast here: nanosleep is a stub);
+ * - a replica on another count of copies (ALTER_COPY) is retried too, with
+ *   the count looked up again once the table's generation moved;
  * - the frozen rule: a snapshot's data and map refuse writes, its header
  *   does not, and the daemon's own I/O (attr NULL) is not refused;
  * - the discard policy: a write that zeroes map entries (whole, or the
@@ -54,6 +56,7 @@ static struct fake_node {
 	int fail;      /* SD_RES_* every request gets (0: none) */
 	int fail_read; /* SD_RES_* its reads get (a disk that fails reads) */
 	int old_epoch; /* that many requests answer SD_RES_OLD_NODE_VER first */
+	int copies;    /* its table's count: a write naming another is refused (0: none) */
 	int nr_requests;
 } nodes[NR_NODES];
 
@@ -123,6 +126,9 @@ static int serve(int node, const struct sd_req *rq, const void *wdata, void *rda
 		n->old_epoch--;
 		return SD_RES_OLD_NODE_VER;
 	}
+	if (n->copies && rq->obj.copies != n->copies &&
+	    (rq->opcode == SD_OP_WRITE_PEER || rq->opcode == SD_OP_CREATE_AND_WRITE_PEER))
+		return SD_RES_COPIES_CHANGED;
 	switch (rq->opcode) {
 	case SD_OP_READ_PEER:
 		o = find(node, rq->obj.oid);
@@ -180,10 +186,27 @@ uint8_t group_copies(void)
 	return 3;
 }
 
+/* this node's table: the VDIs' count (0: unknown, the cluster's) and its generation */
+static int table_copies;
+static uint32_t table_gen = 1;
+static int apply_after_sleeps; /* the table takes count 3 (generation 2) at that pause */
+
 int vdi_copies(uint32_t vid)
 {
 	(void)vid;
-	return 0; /* unknown: the cluster's */
+	return table_copies;
+}
+
+int vdi_copies_at(uint32_t vid, uint32_t *gen)
+{
+	(void)vid;
+	*gen = table_gen;
+	return table_copies;
+}
+
+uint32_t vdi_copies_generation(void)
+{
+	return table_gen;
 }
 
 /* the VDIs here are replicated unless a test's attr names D:P (gateway_ec.c) */
@@ -233,6 +256,10 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 {
 	(void)rem;
 	fake_ns += (uint64_t)req->tv_sec * 1000000000 + (uint64_t)req->tv_nsec;
+	if (apply_after_sleeps && --apply_after_sleeps == 0) {
+		table_copies = 3;
+		table_gen = 2;
+	}
 	return 0;
 }
 
@@ -346,6 +373,9 @@ static void setup(void)
 	}
 	ring_of(nr_live);
 	nr_cached_reads = 0;
+	table_copies = 0;
+	table_gen = 1;
+	apply_after_sleeps = 0;
 }
 
 static void teardown(void)
@@ -388,6 +418,50 @@ static uint64_t data_oid(bool here)
 }
 
 /* ---- tests ---- */
+
+/*
+ * ALTER_COPY, 2 copies to 3 (peer.c refuses a write that names another
+ * count than the replica's table). The replicas have the new count, this
+ * node's table not yet: the write is refused, retried, and once the table
+ * has it (its generation moved) goes to the 3 replicas of the new count.
+ * A table already on the new count when the write starts: no refusal. The
+ * daemon's own I/O with its own count (gen 0) is never looked up again.
+ */
+START_TEST(test_copies_changed_retried)
+{
+	const struct vdi_attr two = { .shift = SHIFT, .nr_copies = 2, .gen = 1 };
+	const struct vdi_attr own = { .shift = SHIFT, .nr_copies = 2 };
+	uint64_t oid = data_oid(false), oid2 = vid_to_data_oid(0x42, 500);
+	int r[SD_MAX_COPIES], n = replicas(oid, 3, r), nr = 0;
+	char buf[8] = "copies";
+
+	ck_assert_int_eq(n, 3);
+	for (int i = 0; i < NR_NODES; i++)
+		nodes[i].copies = 3;
+	table_copies = 2;
+	apply_after_sleeps = 1;
+	ck_assert_int_eq(gateway_create(oid, 0, buf, sizeof(buf), 0, GW_SYNC, &two),
+			 SD_RES_SUCCESS);
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(holds(r[i], oid), "replica %d of the new count", r[i]);
+	for (int i = 0; i < NR_NODES; i++)
+		nr += nodes[i].nr_requests;
+	ck_assert_int_gt(nr, 3); /* the refused round, then the one of 3 */
+	/* the table moved before the write: the new count at once */
+	for (int i = 0; i < NR_NODES; i++)
+		nodes[i].nr_requests = 0;
+	ck_assert_int_eq(gateway_write(oid, buf, sizeof(buf), 0, 0, &two), SD_RES_SUCCESS);
+	nr = 0;
+	for (int i = 0; i < NR_NODES; i++)
+		nr += nodes[i].nr_requests;
+	ck_assert_int_eq(nr, r[0] == 0 || r[1] == 0 || r[2] == 0 ? 2 : 3);
+	/* the caller's own count is the caller's: refused to the end, never changed */
+	fake_ns = 0;
+	ck_assert_int_eq(gateway_create(oid2, 0, buf, sizeof(buf), 0, GW_SYNC, &own),
+			 SD_RES_EIO);
+	ck_assert_uint_ge(fake_ns, UINT64_C(10) * 1000000000);
+}
+END_TEST
 
 START_TEST(test_write_every_replica)
 {
@@ -892,6 +966,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_write_every_replica);
+	tcase_add_test(tc, test_copies_changed_retried);
 	tcase_add_test(tc, test_scheme_from_attr);
 	tcase_add_test(tc, test_write_too_few_nodes);
 	tcase_add_test(tc, test_read_local_first_then_fail_over);

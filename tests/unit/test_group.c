@@ -203,6 +203,71 @@ START_TEST(test_format_erasure)
 }
 END_TEST
 
+/* the config's copies, as the next start reads them */
+static uint8_t config_copies(void)
+{
+	struct disk_config cfg;
+	char path[4200];
+	FILE *f;
+
+	gd_path(path, sizeof(path), "config");
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fread(&cfg, sizeof(cfg), 1, f), 1);
+	fclose(f);
+	return cfg.copies;
+}
+
+/*
+ * ALTER_CLUSTER_COPY: the default copies change, in memory and in the
+ * config, within the storing nodes; refused before the format, out of
+ * bounds, and on an erasure-coded default (below); a node that rejoins a
+ * cluster whose default changed while it was away takes the new one into
+ * its config (test_adopt_new_default).
+ */
+START_TEST(test_set_copies)
+{
+	ck_assert_int_eq(group_init(dir), 0);
+	ck_assert_int_eq(group_set_copies(2, 3), -ENOENT);
+	ck_assert_int_eq(group_format(CTIME, 2, 0, 0, 3), 0);
+	ck_assert_int_eq(group_set_copies(3, 3), 0);
+	ck_assert_uint_eq(group_copies(), 3);
+	ck_assert_uint_eq(config_copies(), 3);
+	ck_assert_int_eq(group_set_copies(4, 3), -ERANGE);
+	ck_assert_int_eq(group_set_copies(0, 3), -EINVAL);
+	ck_assert_int_eq(group_set_copies(SD_MAX_COPIES + 1, 64), -EINVAL);
+	ck_assert_uint_eq(group_copies(), 3);
+	ck_assert_uint_eq(config_copies(), 3);
+}
+END_TEST
+
+/* a node formatted with 2 copies, away while the default became 3, rejoins at epoch 4 */
+START_TEST(test_adopt_new_default)
+{
+	static const int none[] = { 0 };
+	const int *ids[] = { none, h3, h2, h1 };
+	struct sd_epoch_log logs[4];
+	struct sd_rsp rsp = answer(SD_STATUS_OK, 4);
+
+	stored_history();
+	ck_assert_uint_eq(group_copies(), 2);
+	rsp.cinfo.copies = 3;
+	ck_assert_int_eq(group_adopt(&rsp, logs, history(logs, 4, ids)), 0);
+	ck_assert_uint_eq(group_copies(), 3);
+	ck_assert_uint_eq(config_copies(), 3);
+}
+END_TEST
+
+/* an erasure-coded default: its copies are its D + P, not alterable */
+START_TEST(test_set_copies_erasure)
+{
+	ck_assert_int_eq(group_init(dir), 0);
+	ck_assert_int_eq(group_format(CTIME, 0, 0x11, 0, 3), 0);
+	ck_assert_int_eq(group_set_copies(2, 3), -EINVAL);
+	ck_assert_uint_eq(group_copies(), 3);
+}
+END_TEST
+
 START_TEST(test_restart_reads_history)
 {
 	struct sd_epoch_log logs[8];
@@ -484,6 +549,9 @@ int main(void)
 	sd_log_init(NULL, SDOG_EMERG, "test_group");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_format_erasure);
+	tcase_add_test(tc, test_set_copies);
+	tcase_add_test(tc, test_set_copies_erasure);
+	tcase_add_test(tc, test_adopt_new_default);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_wait_epoch);
 	tcase_add_test(tc, test_restart_reads_history);
