@@ -311,15 +311,9 @@ int vdi_lookup_attr(uint32_t vid, uint8_t *shift, bool *is_snapshot)
 
 int vdi_copies(uint32_t vid)
 {
-	struct vdi_state *s;
-	int copies = 0;
+	uint32_t gen;
 
-	sd_rw_rdlock(&vdi_lock);
-	s = vdi_table_lookup(vid);
-	if (s)
-		copies = s->nr_copies;
-	sd_rw_unlock(&vdi_lock);
-	return copies;
+	return vdi_copies_at(vid, &gen);
 }
 
 int vdi_copies_at(uint32_t vid, uint32_t *gen)
