@@ -112,11 +112,33 @@ static int alter_one(uint32_t vid, const char *name, uint8_t copies)
 struct family {
 	const char *name;
 	uint32_t working;
-	uint32_t vids[64];
-	uint8_t copies[64];
-	int nr;
-	bool too_many;
+	uint32_t *vids;
+	uint8_t *copies;
+	int nr, cap;
+	bool oom;
 };
+
+/* vid (with its copies) appended to f: false when out of memory */
+static bool family_add(struct family *f, uint32_t vid, uint8_t copies)
+{
+	if (f->nr == f->cap) {
+		int cap = f->cap ? f->cap * 2 : 16;
+		uint32_t *v = realloc(f->vids, (size_t)cap * sizeof(*v));
+		uint8_t *c;
+
+		if (!v)
+			return false;
+		f->vids = v;
+		c = realloc(f->copies, (size_t)cap);
+		if (!c)
+			return false;
+		f->copies = c;
+		f->cap = cap;
+	}
+	f->copies[f->nr] = copies;
+	f->vids[f->nr++] = vid;
+	return true;
+}
 
 static void add_member(const struct sd_inode *inode, void *arg)
 {
@@ -124,16 +146,10 @@ static void add_member(const struct sd_inode *inode, void *arg)
 
 	if (vdi_is_deleted(inode) || strcmp(inode->name, f->name))
 		return;
-	if (!vdi_is_snapshot(inode)) {
+	if (!vdi_is_snapshot(inode))
 		f->working = inode->vdi_id;
-		return;
-	}
-	if (f->nr == (int)(sizeof(f->vids) / sizeof(f->vids[0]) - 1)) {
-		f->too_many = true;
-		return;
-	}
-	f->copies[f->nr] = inode->nr_copies;
-	f->vids[f->nr++] = inode->vdi_id;
+	else if (!family_add(f, inode->vdi_id, inode->nr_copies))
+		f->oom = true;
 }
 
 /*
@@ -180,10 +196,9 @@ int vdi_alter_copy(int argc, char **argv)
 		ret = EXIT_MISSING;
 		goto out;
 	}
-	if (f->too_many) {
-		collie_err("vdi '%s' has more snapshots than alter-copy handles (%zu)", name,
-			   sizeof(f->vids) / sizeof(f->vids[0]) - 1);
-		ret = EXIT_FAIL;
+	if (f->oom) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
 		goto out;
 	}
 	ret = vdi_read_inode(f->working, inode, SD_INODE_HEADER_SIZE);
@@ -197,8 +212,11 @@ int vdi_alter_copy(int argc, char **argv)
 		goto out;
 	}
 	was = inode->nr_copies;
-	f->copies[f->nr] = was;
-	f->vids[f->nr++] = f->working;
+	if (!family_add(f, f->working, was)) {
+		collie_err("out of memory");
+		ret = EXIT_SYSFAIL;
+		goto out;
+	}
 	for (int i = 0; !ret && i < f->nr; i++) {
 		if (f->copies[i] == opts.copies)
 			continue;
@@ -217,6 +235,10 @@ int vdi_alter_copy(int argc, char **argv)
 		printf("vdi '%s': copies %u already\n", name, opts.copies);
 out:
 	free(inode);
+	if (f) {
+		free(f->vids);
+		free(f->copies);
+	}
 	free(f);
 	return ret;
 }
