@@ -10,12 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "backup_format.h"
 #include "sheepdog_proto.h"
+#include "xxh.h"
 
 #define BK_SUM_OFF (BK_HEADER_LEN - 8)
 #define BK_ZSTD_LEVEL 3

@@ -7,10 +7,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "sheepdog_proto.h"
 #include "snapshot_manifest.h"
+#include "xxh.h"
 
 #define CS_SUM_LINE_LEN (sizeof("checksum ") - 1 + 16 + 1)
 
