@@ -3,12 +3,15 @@
  * read back by the decoder record by record, and every alteration a reader
  * must refuse (a flipped bit anywhere, a cut anywhere, a record dropped,
  * repeated or moved, an unknown version or flag, ranges out of order or
- * out of bounds) is refused with -EINVAL.
+ * out of bounds) is refused with -EINVAL. The checksums are XXH3-64 as
+ * the library's plain entry points compute it, whatever entry points collie
+ * was built with: a stream one collie writes, any other reads.
  */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h> /* the plain entry points: collie's go through the x86 dispatch */
 
 #include "backup_format.h"
 
@@ -162,6 +165,42 @@ START_TEST(test_round_trip)
 END_TEST
 
 /* any single flipped bit is refused: headers, record headers, payloads */
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* the stream's sums and bk_hash, against XXH3-64 computed here */
+START_TEST(test_sums_are_xxh3)
+{
+	static const size_t lens[] = { 0, 1, 16, 17, 128, 129, 240, 241, 1023, 1024, 4097, OBJ };
+	struct mem m = make_stream(0);
+	uint8_t *a = pattern(OBJ, 9), *rec;
+	uint64_t sum, want;
+
+	ck_assert_uint_eq(XXH3_64bits("", 0), UINT64_C(0x2d06800538d394c2));
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		ck_assert_uint_eq(bk_hash(a, lens[i]), XXH3_64bits(a, lens[i]));
+
+	/* the header: bytes 0-1015 with seed 0, in 1016-1023 */
+	sum = le64(m.data + BK_HEADER_LEN - 8);
+	ck_assert_uint_eq(sum, XXH3_64bits(m.data, BK_HEADER_LEN - 8));
+	/* the first record (DATA 0+4096): its 40 bytes and payload, seeded with the header's */
+	rec = m.data + BK_HEADER_LEN;
+	ck_assert_uint_eq(le64(rec + 20) & 0xffffffff, 4096); /* stored_len */
+	memcpy(a, rec, BK_RECORD_LEN - 8);
+	memcpy(a + BK_RECORD_LEN - 8, rec + BK_RECORD_LEN, 4096);
+	want = XXH3_64bits_withSeed(a, BK_RECORD_LEN - 8 + 4096, sum);
+	ck_assert_uint_eq(le64(rec + BK_RECORD_LEN - 8), want);
+	free(a);
+	free(m.data);
+}
+END_TEST
+
 START_TEST(test_every_flip_refused)
 {
 	uint32_t flags = (uint32_t)_i; /* 0 or BK_F_ZSTD | BK_F_INCREMENTAL */
@@ -308,6 +347,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_sums_are_xxh3);
 	tcase_add_loop_test(tc, test_every_flip_refused, 0, 1);
 	tcase_add_loop_test(tc, test_every_flip_refused, BK_F_ZSTD | BK_F_INCREMENTAL,
 			    (BK_F_ZSTD | BK_F_INCREMENTAL) + 1);
