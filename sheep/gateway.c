@@ -94,12 +94,19 @@ static void sleep_ms(int ms)
  * (NEW_NODE_VER) or unreachable: a pause of 1 ms that doubles up to
  * GW_RETRY_SLEEP_MS. So an epoch change costs a client request about the
  * time the nodes take to agree on it, not rounds of a fixed pause.
+ * COPIES_CHANGED with a count from the table at generation gen: the same
+ * pause, cut short as this node takes a new count (it was the one behind).
  */
-static void retry_wait(int ret, uint32_t epoch, int *pause_ms)
+static void retry_wait(int ret, uint32_t epoch, uint32_t gen, int *pause_ms)
 {
 	if (ret == SD_RES_OLD_NODE_VER && group_wait_epoch(epoch, GW_RETRY_SLEEP_MS))
 		return;
-	sleep_ms(*pause_ms);
+	if (ret == SD_RES_COPIES_CHANGED && gen) {
+		if (vdi_wait_copies_generation(gen, *pause_ms))
+			return;
+	} else {
+		sleep_ms(*pause_ms);
+	}
 	*pause_ms = min_t(int, *pause_ms * 2, GW_RETRY_SLEEP_MS);
 }
 
@@ -313,7 +320,7 @@ static int do_io(struct gw_io *io)
 		/* stopping: the peers' sockets are cut, retrying cannot help */
 		if (!retryable(ret) || sd_now_ns() > deadline || daemon_stopping())
 			break;
-		retry_wait(ret, last_epoch, &pause_ms);
+		retry_wait(ret, last_epoch, io->gen, &pause_ms);
 	}
 	if (ret != SD_RES_SUCCESS)
 		sd_debug("%016" PRIx64 " op 0x%02x epoch %" PRIu32 ": %s", io->oid, io->opcode,

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "logger.h"
 #include "util.h"
@@ -189,6 +190,42 @@ uint32_t vdi_copies_generation(void)
 	return __atomic_load_n(&copies_gen, __ATOMIC_ACQUIRE);
 }
 
+/* vdi_wait_copies_generation's waiters: woken as the generation moves */
+static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gen_cond;
+static pthread_once_t gen_cond_once = PTHREAD_ONCE_INIT;
+
+static void gen_cond_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&gen_cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+bool vdi_wait_copies_generation(uint32_t gen, int timeout_ms)
+{
+	struct timespec until;
+	bool moved;
+
+	pthread_once(&gen_cond_once, gen_cond_init);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	sd_mutex_lock(&gen_lock);
+	while (!(moved = vdi_copies_generation() != gen) &&
+	       pthread_cond_timedwait(&gen_cond, &gen_lock, &until) == 0)
+		;
+	sd_mutex_unlock(&gen_lock);
+	return moved;
+}
+
 void vdi_table_refill(struct vdi_state *s, const struct sd_inode_header *h)
 {
 	struct sd_lock_owner owner = s->owner;
@@ -199,8 +236,14 @@ void vdi_table_refill(struct vdi_state *s, const struct sd_inode_header *h)
 	s->locked = locked;
 	s->owner = owner;
 	/* under the write lock: a reader sees the new count with the new generation */
-	if (s->nr_copies != copies)
+	if (s->nr_copies != copies) {
+		/* under gen_lock too: a waiter between its test and its wait is not missed */
+		pthread_once(&gen_cond_once, gen_cond_init);
+		sd_mutex_lock(&gen_lock);
 		__atomic_add_fetch(&copies_gen, 1, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&gen_cond);
+		sd_mutex_unlock(&gen_lock);
+	}
 }
 
 struct vdi_state *vdi_table_find(const char *name, uint32_t snapid, const char *tag, int *res)

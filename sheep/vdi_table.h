@@ -109,6 +109,13 @@ int vdi_copies_at(uint32_t vid, uint32_t *gen);
  * and sees another one looks them up again (gateway.c).
  */
 uint32_t vdi_copies_generation(void);
+/*
+ * Wait (a worker thread) until the generation is no longer gen, at most
+ * timeout_ms: true when it moved. A gateway whose write a replica refused
+ * (SD_RES_COPIES_CHANGED) retries as soon as its own node took the new
+ * count, rather than after a fixed pause.
+ */
+bool vdi_wait_copies_generation(uint32_t gen, int timeout_ms);
 /* the VDI's copy_policy: 0 when replicated or unknown, else its D:P (ec.h) */
 uint8_t vdi_copy_policy(uint32_t vid);
 /*

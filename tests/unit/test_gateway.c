@@ -12,7 +12,8 @@
  *   answers), and an unreachable one fails the write with SD_RES_EIO once
  *   the retry time is over (time runs fast here: nanosleep is a stub);
  * - a replica on another count of copies (ALTER_COPY) is retried too, with
- *   the count looked up again once the table's generation moved;
+ *   the count looked up again once the table's generation moved, the pause
+ *   cut short when it moves;
  * - the frozen rule: a snapshot's data and map refuse writes, its header
  *   does not, and the daemon's own I/O (attr NULL) is not refused;
  * - the discard policy: a write that zeroes map entries (whole, or the
@@ -207,6 +208,21 @@ int vdi_copies_at(uint32_t vid, uint32_t *gen)
 uint32_t vdi_copies_generation(void)
 {
 	return table_gen;
+}
+
+/* the gateway's waits for a new count: the fake clock runs the pause unless it moved */
+static int nr_gen_waits;
+static uint32_t waited_gen;
+
+bool vdi_wait_copies_generation(uint32_t gen, int timeout_ms)
+{
+	struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
+
+	nr_gen_waits++;
+	waited_gen = gen;
+	if (table_gen == gen)
+		nanosleep(&ts, NULL); /* the table may take the new count in it */
+	return table_gen != gen;
 }
 
 /* the VDIs here are replicated unless a test's attr names D:P (gateway_ec.c) */
@@ -440,6 +456,8 @@ START_TEST(test_copies_changed_retried)
 		nodes[i].copies = 3;
 	table_copies = 2;
 	apply_after_sleeps = 1;
+	nr_gen_waits = 0;
+	fake_ns = 0;
 	ck_assert_int_eq(gateway_create(oid, 0, buf, sizeof(buf), 0, GW_SYNC, &two),
 			 SD_RES_SUCCESS);
 	for (int i = 0; i < 3; i++)
@@ -447,6 +465,15 @@ START_TEST(test_copies_changed_retried)
 	for (int i = 0; i < NR_NODES; i++)
 		nr += nodes[i].nr_requests;
 	ck_assert_int_gt(nr, 3); /* the refused round, then the one of 3 */
+	/* the refusal waited for this node's table, at the count's generation, one pause */
+	ck_assert_int_eq(nr_gen_waits, 1);
+	ck_assert_uint_eq(waited_gen, 1);
+	ck_assert_uint_le(fake_ns, UINT64_C(1000000));
+	/* a generation that moved before the wait: no pause at all */
+	table_gen = 3;
+	ck_assert(vdi_wait_copies_generation(2, 50));
+	ck_assert_uint_le(fake_ns, UINT64_C(1000000));
+	table_gen = 2;
 	/* the table moved before the write: the new count at once */
 	for (int i = 0; i < NR_NODES; i++)
 		nodes[i].nr_requests = 0;
@@ -457,9 +484,11 @@ START_TEST(test_copies_changed_retried)
 	ck_assert_int_eq(nr, r[0] == 0 || r[1] == 0 || r[2] == 0 ? 2 : 3);
 	/* the caller's own count is the caller's: refused to the end, never changed */
 	fake_ns = 0;
+	nr_gen_waits = 0;
 	ck_assert_int_eq(gateway_create(oid2, 0, buf, sizeof(buf), 0, GW_SYNC, &own),
 			 SD_RES_EIO);
 	ck_assert_uint_ge(fake_ns, UINT64_C(10) * 1000000000);
+	ck_assert_int_eq(nr_gen_waits, 0); /* plain pauses: no table to wait for */
 }
 END_TEST
 

@@ -5,13 +5,15 @@
  * (the cluster's copies stand in for a bad value); the snapshot flag
  * follows snap_ctime and decides which VDI a name or a tag finds; an
  * unknown or deleted vid answers NO_VDI and 0 copies; readers on other
- * threads never see half of a header while a writer changes it.
+ * threads never see half of a header while a writer changes it; the
+ * generation of copies moves with a count only and wakes its waiters.
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "logger.h"
 #include "internal_proto.h"
@@ -299,6 +301,62 @@ START_TEST(test_readers_and_a_writer)
 }
 END_TEST
 
+static struct vdi_state *gen_state;
+static struct sd_inode_header gen_hdr;
+
+/* another thread changes the VDI's copies 50 ms later, as NOTIFY_VDI_HEADER does */
+static void *change_copies(void *arg)
+{
+	struct timespec ts = { 0, 50 * 1000000L };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+	vdi_table_wrlock();
+	vdi_table_refill(gen_state, &gen_hdr);
+	vdi_table_unlock();
+	return NULL;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the generation moves with a VDI's count only, and wakes whoever waits for it */
+START_TEST(test_copies_generation_wait)
+{
+	uint32_t vid = sd_name_to_vid("gen"), gen;
+	pthread_t t;
+	uint64_t t0;
+
+	header(&gen_hdr, "gen", vid, 2, 22, 4096);
+	gen_state = insert(&gen_hdr);
+	gen = vdi_copies_generation();
+	/* another size, the same count: no new generation */
+	gen_hdr.vdi_size = 8192;
+	vdi_table_wrlock();
+	vdi_table_refill(gen_state, &gen_hdr);
+	vdi_table_unlock();
+	ck_assert_uint_eq(vdi_copies_generation(), gen);
+	/* nothing moves: false once the time is over, not before */
+	t0 = mono_ms();
+	ck_assert(!vdi_wait_copies_generation(gen, 30));
+	ck_assert_uint_ge(mono_ms() - t0, 29);
+	/* a generation already gone: true at once */
+	ck_assert(vdi_wait_copies_generation(gen - 1, 10000));
+	/* a new count on another thread wakes the waiter */
+	gen_hdr.nr_copies = 3;
+	ck_assert_int_eq(pthread_create(&t, NULL, change_copies, NULL), 0);
+	ck_assert(vdi_wait_copies_generation(gen, 10000));
+	ck_assert_uint_eq(vdi_copies_generation(), gen + 1);
+	ck_assert_int_eq(vdi_copies(vid), 3);
+	pthread_join(t, NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vdi_table");
@@ -314,6 +372,7 @@ int main(void)
 	tcase_add_test(tc, test_snapshot_flags);
 	tcase_add_test(tc, test_unknown_vid);
 	tcase_add_test(tc, test_readers_and_a_writer);
+	tcase_add_test(tc, test_copies_generation_wait);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
