@@ -292,6 +292,8 @@ static int read_exact(struct bk_reader *r, void *buf, size_t len, const char *wh
 {
 	ssize_t n = r->read(r->arg, buf, len);
 
+	if (n > 0)
+		r->pos += (uint64_t)n;
 	if (n < 0) {
 		snprintf(r->err, sizeof(r->err), "failed to read the stream: %s",
 			 strerror((int)-n));
@@ -396,14 +398,31 @@ int bk_reader_next(struct bk_reader *r, struct bk_record *rec, void *buf, size_t
 	if (cap < r->obj_size && rec->type == BK_DATA)
 		return fail(r->err, sizeof(r->err), "internal error: buffer too small");
 	payload = (r->hdr.flags & BK_F_ZSTD) ? r->zbuf : buf;
-	if (rec->stored_len) {
-		ret = read_exact(r, payload, rec->stored_len, "a record's data");
-		if (ret)
-			return ret;
+	if (rec->stored_len && r->skip) {
+		rec->unchecked = true;
+		rec->payload_pos = r->pos;
+		rec->prev_sum = r->prev_sum;
+		memcpy(rec->raw, hb, sizeof(hb));
+		ret = r->skip(r->arg, rec->stored_len);
+		if (ret == -EINVAL)
+			return fail(r->err, sizeof(r->err),
+				    "truncated stream (it ends inside a record's data)");
+		if (ret) {
+			snprintf(r->err, sizeof(r->err), "failed to read the stream: %s",
+				 strerror(-ret));
+			return -EIO;
+		}
+		r->pos += rec->stored_len;
+	} else {
+		if (rec->stored_len) {
+			ret = read_exact(r, payload, rec->stored_len, "a record's data");
+			if (ret)
+				return ret;
+		}
+		if (record_sum(hb, payload, rec->stored_len, r->prev_sum) != get_le64(hb + 40))
+			return fail(r->err, sizeof(r->err),
+				    "damaged stream: record %u fails its checksum", rec->seq);
 	}
-	if (record_sum(hb, payload, rec->stored_len, r->prev_sum) != get_le64(hb + 40))
-		return fail(r->err, sizeof(r->err), "damaged stream: record %u fails its checksum",
-			    rec->seq);
 	r->prev_sum = get_le64(hb + 40);
 	r->seq++;
 	if (rec->type == BK_END) {
@@ -427,6 +446,42 @@ int bk_reader_next(struct bk_reader *r, struct bk_record *rec, void *buf, size_t
 	r->total += rec->length;
 	r->next_pos = ((uint64_t)rec->idx << r->hdr.block_size_shift) + rec->offset + rec->length;
 	return 1;
+}
+
+int bk_reader_skip_payloads(struct bk_reader *r, bk_skip_fn fn)
+{
+	if (r->hdr.flags & BK_F_ZSTD)
+		return -EINVAL;
+	r->skip = fn;
+	return 0;
+}
+
+int bk_record_verify(const struct bk_record *rec, bk_pread_fn fn, void *arg, void *chunk,
+		     size_t chunk_len, char *err, size_t err_len)
+{
+	uint64_t off = rec->payload_pos;
+	uint32_t left = rec->stored_len;
+	XXH3_state_t st;
+
+	XXH3_64bits_reset_withSeed(&st, rec->prev_sum);
+	XXH3_64bits_update(&st, rec->raw, BK_RECORD_LEN - 8);
+	while (left) {
+		size_t want = left < chunk_len ? left : chunk_len;
+		ssize_t n = fn(arg, chunk, want, off);
+
+		if (n < 0) {
+			snprintf(err, err_len, "failed to read the stream: %s", strerror((int)-n));
+			return -EIO;
+		}
+		if (!n)
+			return fail(err, err_len, "truncated stream (it ends inside a record's data)");
+		XXH3_64bits_update(&st, chunk, (size_t)n);
+		off += (uint64_t)n;
+		left -= (uint32_t)n;
+	}
+	if (XXH3_64bits_digest(&st) != get_le64(rec->raw + BK_RECORD_LEN - 8))
+		return fail(err, err_len, "damaged stream: record %u fails its checksum", rec->seq);
+	return 0;
 }
 
 void bk_reader_close(struct bk_reader *r)

@@ -86,12 +86,25 @@ struct bk_record {
 	uint32_t length;
 	uint32_t stored_len;
 	uint64_t value;
+	/*
+	 * A record whose payload the reader skipped (bk_reader_skip_payloads):
+	 * its checksum is still to be checked, with bk_record_verify. Where the
+	 * payload is in the stream, the sum it follows, and its header's bytes.
+	 */
+	bool unchecked;
+	uint64_t payload_pos;
+	uint64_t prev_sum;
+	uint8_t raw[BK_RECORD_LEN];
 };
 
 /* write len bytes: 0 or -errno */
 typedef int (*bk_write_fn)(void *arg, const void *buf, size_t len);
 /* read up to len bytes: the count (less only at the end of input) or -errno */
 typedef ssize_t (*bk_read_fn)(void *arg, void *buf, size_t len);
+/* move past len bytes: 0, -EINVAL when fewer are left (truncated), or -errno */
+typedef int (*bk_skip_fn)(void *arg, size_t len);
+/* read up to len bytes at off: the count (less only at the end) or -errno */
+typedef ssize_t (*bk_pread_fn)(void *arg, void *buf, size_t len, uint64_t off);
 
 /* header <-> bytes; decode checks everything a reader must (see bk_header_check) */
 void bk_header_encode(const struct bk_header *h, uint8_t out[BK_HEADER_LEN]);
@@ -125,7 +138,9 @@ void bk_writer_close(struct bk_writer *w);
 
 struct bk_reader {
 	bk_read_fn read;
+	bk_skip_fn skip; /* set: payloads are skipped, their sums left to the caller */
 	void *arg;
+	uint64_t pos; /* bytes of the stream read or skipped */
 	struct bk_header hdr;
 	uint64_t obj_size;
 	uint64_t prev_sum;
@@ -149,6 +164,22 @@ int bk_reader_open(struct bk_reader *r, bk_read_fn fn, void *arg);
  */
 int bk_reader_next(struct bk_reader *r, struct bk_record *rec, void *buf, size_t cap);
 void bk_reader_close(struct bk_reader *r);
+/*
+ * From now on, skip each payload with fn instead of reading it: the
+ * records come back with unchecked set (those with a payload), and the
+ * caller checks each with bk_record_verify before it trusts the stream.
+ * Only for a stream without compression (its data must be decompressed
+ * to be checked): -EINVAL for a compressed one.
+ */
+int bk_reader_skip_payloads(struct bk_reader *r, bk_skip_fn fn);
+/*
+ * The checksum of a record that came back unchecked, its payload read
+ * with fn (at rec->payload_pos) through chunk (chunk_len bytes): 0 when it
+ * matches, -EINVAL when it does not or the payload is cut short, -EIO when
+ * fn fails; err says why. Thread-safe: records can be checked in parallel.
+ */
+int bk_record_verify(const struct bk_record *rec, bk_pread_fn fn, void *arg, void *chunk,
+		     size_t chunk_len, char *err, size_t err_len);
 
 /* XXH3-64 of a buffer (the hash the records name base objects by) */
 uint64_t bk_hash(const void *buf, size_t len);
