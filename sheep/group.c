@@ -177,12 +177,7 @@ static pthread_once_t epoch_cond_once = PTHREAD_ONCE_INIT;
 
 static void epoch_cond_init(void)
 {
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&epoch_cond, &a);
-	pthread_condattr_destroy(&a);
+	sd_cond_init_monotonic(&epoch_cond);
 }
 
 /* caller holds cs_lock: er (if made) becomes the current ring */
@@ -203,13 +198,7 @@ bool group_wait_epoch(uint32_t epoch, int timeout_ms)
 	bool past;
 
 	pthread_once(&epoch_cond_once, epoch_cond_init);
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	sd_deadline_ms(&until, timeout_ms);
 	sd_mutex_lock(&cs_lock);
 	while (!(past = cur_ring && cur_ring->epoch > epoch) &&
 	       pthread_cond_timedwait(&epoch_cond, &cs_lock, &until) == 0)

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "logger.h"
 
@@ -31,5 +32,28 @@ static inline void sd_lock_check(int err, const char *what, const char *func, in
 #define sd_mutex_lock(l) sd_lock_check(pthread_mutex_lock(l), "mutex lock", __func__, __LINE__)
 #define sd_mutex_unlock(l)                                                                         \
 	sd_lock_check(pthread_mutex_unlock(l), "mutex unlock", __func__, __LINE__)
+
+/* a condition whose timed waits count on CLOCK_MONOTONIC (a clock step moves no deadline) */
+static inline void sd_cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* the CLOCK_MONOTONIC time ms from now, for such a condition's timed wait */
+static inline void sd_deadline_ms(struct timespec *until, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, until);
+	until->tv_sec += ms / 1000;
+	until->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
+}
 
 #endif

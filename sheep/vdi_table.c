@@ -18,7 +18,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "logger.h"
 #include "util.h"
@@ -197,12 +196,7 @@ static pthread_once_t gen_cond_once = PTHREAD_ONCE_INIT;
 
 static void gen_cond_init(void)
 {
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&gen_cond, &a);
-	pthread_condattr_destroy(&a);
+	sd_cond_init_monotonic(&gen_cond);
 }
 
 bool vdi_wait_copies_generation(uint32_t gen, int timeout_ms)
@@ -211,13 +205,7 @@ bool vdi_wait_copies_generation(uint32_t gen, int timeout_ms)
 	bool moved;
 
 	pthread_once(&gen_cond_once, gen_cond_init);
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	sd_deadline_ms(&until, timeout_ms);
 	sd_mutex_lock(&gen_lock);
 	while (!(moved = vdi_copies_generation() != gen) &&
 	       pthread_cond_timedwait(&gen_cond, &gen_lock, &until) == 0)

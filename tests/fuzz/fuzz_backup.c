@@ -21,25 +21,11 @@
 #include <xxhash.h>
 
 #include "../../collie/backup_format.h"
+#include "../unit/backup_mem.h"
 #include "fuzz.h"
 #include "sheepdog_proto.h"
 
 #define MAX_OBJ (1U << SD_MAX_BLOCK_SIZE_SHIFT)
-
-struct input {
-	const uint8_t *data;
-	size_t len, pos;
-};
-
-static ssize_t in_read(void *arg, void *buf, size_t len)
-{
-	struct input *in = arg;
-	size_t n = len < in->len - in->pos ? len : in->len - in->pos;
-
-	memcpy(buf, in->data + in->pos, n);
-	in->pos += n;
-	return (ssize_t)n;
-}
 
 static void put_le64(uint8_t *p, uint64_t v)
 {
@@ -77,33 +63,14 @@ static void resign(uint8_t *s, size_t len)
 	}
 }
 
-static int in_skip(void *arg, size_t len)
-{
-	struct input *in = arg;
-
-	if (in->len - in->pos < len)
-		return -EINVAL;
-	in->pos += len;
-	return 0;
-}
-
-static ssize_t in_pread(void *arg, void *buf, size_t len, uint64_t off)
-{
-	struct input *in = arg;
-	size_t n = off >= in->len ? 0 : len < in->len - off ? len : in->len - off;
-
-	memcpy(buf, in->data + off, n);
-	return (ssize_t)n;
-}
-
 /*
  * Read the stream to its end: the result, *nr records. skip: payloads
  * skipped where the stream allows, their sums checked after the walk (as
  * restore's first pass does, in batches).
  */
-static int read_stream(const uint8_t *copy, size_t len, uint8_t *buf, bool skip, int *nr)
+static int read_stream(uint8_t *copy, size_t len, uint8_t *buf, bool skip, int *nr)
 {
-	struct input in = { .data = copy, .len = len };
+	struct mem in = { .data = copy, .len = len };
 	struct bk_reader r;
 	struct bk_record rec;
 	struct bk_record *unchecked = NULL;
@@ -113,8 +80,8 @@ static int read_stream(const uint8_t *copy, size_t len, uint8_t *buf, bool skip,
 	char err[160];
 
 	*nr = 0;
-	ret = bk_reader_open(&r, in_read, &in);
-	if (!ret && skip && bk_reader_skip_payloads(&r, in_skip))
+	ret = bk_reader_open(&r, mem_read, &in);
+	if (!ret && skip && bk_reader_skip_payloads(&r, mem_skip))
 		FUZZ_ASSERT(r.hdr.flags & BK_F_ZSTD);
 	while (!ret) {
 		ret = bk_reader_next(&r, &rec, buf, MAX_OBJ);
@@ -143,7 +110,7 @@ static int read_stream(const uint8_t *copy, size_t len, uint8_t *buf, bool skip,
 	}
 	/* a damaged payload before the walk's end is the failure said */
 	for (int i = 0; i < nr_unchecked; i++) {
-		int vret = bk_record_verify(&unchecked[i], in_pread, &in, chunk, sizeof(chunk), err,
+		int vret = bk_record_verify(&unchecked[i], mem_pread, &in, chunk, sizeof(chunk), err,
 					    sizeof(err));
 
 		if (vret) {

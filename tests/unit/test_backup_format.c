@@ -16,14 +16,10 @@
 #include <xxhash.h> /* the plain entry points: collie's go through the x86 dispatch */
 
 #include "backup_format.h"
+#include "backup_mem.h"
 
 #define SHIFT 20
 #define OBJ (1U << SHIFT)
-
-struct mem {
-	uint8_t *data;
-	size_t len, cap, pos;
-};
 
 static int mem_write(void *arg, const void *buf, size_t len)
 {
@@ -37,16 +33,6 @@ static int mem_write(void *arg, const void *buf, size_t len)
 	memcpy(m->data + m->len, buf, len);
 	m->len += len;
 	return 0;
-}
-
-static ssize_t mem_read(void *arg, void *buf, size_t len)
-{
-	struct mem *m = arg;
-	size_t n = len < m->len - m->pos ? len : m->len - m->pos;
-
-	memcpy(buf, m->data + m->pos, n);
-	m->pos += n;
-	return (ssize_t)n;
 }
 
 static void header(struct bk_header *h, uint32_t flags)
@@ -94,25 +80,6 @@ static struct mem make_stream(uint32_t flags)
 	free(a);
 	free(b);
 	return m;
-}
-
-static int mem_skip(void *arg, size_t len)
-{
-	struct mem *m = arg;
-
-	if (m->len - m->pos < len)
-		return -EINVAL;
-	m->pos += len;
-	return 0;
-}
-
-static ssize_t mem_pread(void *arg, void *buf, size_t len, uint64_t off)
-{
-	struct mem *m = arg;
-	size_t n = off >= m->len ? 0 : len < m->len - off ? len : m->len - off;
-
-	memcpy(buf, m->data + off, n);
-	return (ssize_t)n;
 }
 
 /*
