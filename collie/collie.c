@@ -44,6 +44,7 @@ enum {
 	LOPT_HIST,
 	LOPT_ALL,
 	LOPT_QUEUES,
+	LOPT_CACHES,
 	LOPT_VDI,
 	LOPT_REPAIR,
 	LOPT_COMPRESS,
@@ -85,6 +86,7 @@ static const struct option long_options[] = {
 	{ "hist", required_argument, NULL, LOPT_HIST },
 	{ "all", no_argument, NULL, LOPT_ALL },
 	{ "queues", no_argument, NULL, LOPT_QUEUES },
+	{ "caches", no_argument, NULL, LOPT_CACHES },
 	{ "vdi", no_argument, NULL, LOPT_VDI },
 	{ "repair", no_argument, NULL, LOPT_REPAIR },
 	{ "force", no_argument, NULL, LOPT_FORCE },
@@ -134,6 +136,7 @@ static const struct {
 	{ OPT_HIST, "--hist OP", "OP's latency distribution, with p50 and p99" },
 	{ OPT_ALL, "--all", "every node of the cluster, in one table" },
 	{ OPT_QUEUES, "--queues", "the work queues: threads, queued, running, done" },
+	{ OPT_CACHES, "--caches", "the caches: size, held, in use, hit ratio, misses" },
 	{ OPT_VDI, "--vdi", "the busiest VDIs through the node" },
 	{ OPT_SAMPLE, "--sample N", "graph: record one client request in N, on every node" },
 	{ OPT_SLOWER_THAN, "--slower-than TIME",
@@ -504,6 +507,10 @@ static int parse_one(int c, const char *arg)
 	case LOPT_QUEUES:
 		opts.queues = true;
 		mark_seen(OPT_QUEUES);
+		break;
+	case LOPT_CACHES:
+		opts.caches = true;
+		mark_seen(OPT_CACHES);
 		break;
 	case LOPT_VDI:
 		opts.vdi = true;

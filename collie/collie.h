@@ -56,6 +56,7 @@ struct collie_opts {
 	const char *hist;
 	bool all;
 	bool queues;
+	bool caches;
 	bool vdi;
 	bool repair; /* vdi check --repair */
 	bool force;  /* vdi unlock --force */
@@ -126,6 +127,7 @@ extern struct collie_opts opts;
 #define OPT_MAIN_ONLY (UINT64_C(1) << 28)
 #define OPT_WORKER_ONLY (UINT64_C(1) << 29)
 #define OPT_FORCE (UINT64_C(1) << 32)
+#define OPT_CACHES (UINT64_C(1) << 33)
 
 /*
  * A subcommand: handler gets the positional arguments after its own name.

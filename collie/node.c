@@ -592,7 +592,13 @@ static const char node_stat_help[] =
 	"Example: a write that never completes shows at once as\n"
 	"  write           1       0.0     0.00        0.0        0.0  100.0\n"
 	"(one in flight, no completion, busy the whole interval); past the\n"
-	"daemon's --hang-threshold a 'hangs:' line follows and its log names it.\n";
+	"daemon's --hang-threshold a 'hangs:' line follows and its log names it.\n"
+	"\n"
+	"--caches: per cache (fd: the store's open object files) its size, the\n"
+	"entries held and in use now, the hit ratio over the interval and hits,\n"
+	"misses, evictions and invalidations per second. Misses that stay high\n"
+	"with evictions: more objects are busy than the cache holds (it takes an\n"
+	"eighth of the descriptor limit, LimitNOFILE, at most 256).\n";
 
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },
@@ -608,7 +614,8 @@ const struct subcommand node_cmds[] = {
 	  NULL, node_md_cmds },
 	{ "kill", "ID", 0, "stop node ID cleanly: it leaves, the others recover its objects",
 	  node_kill, NULL, 1, 1 },
-	{ "stat", "", OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_VDI,
+	{ "stat", "",
+	  OPT_RAW | OPT_WATCH | OPT_COUNT | OPT_HIST | OPT_ALL | OPT_QUEUES | OPT_CACHES | OPT_VDI,
 	  "request statistics like iostat: per op in flight, op/s, MB/s, latency, %util", node_stat,
 	  NULL, 0, 0, NULL, node_stat_help },
 	{ NULL },

@@ -16,6 +16,11 @@
  * done, the oldest queued work's wait, then the requests of the ops it runs
  * (in flight, op/s, await).
  *
+ * --caches: per cache the daemon keeps (fd: the store's open object files)
+ * its size in entries, the entries held and in use now, then over the
+ * interval the hit ratio, hits, misses (each an open), evictions and
+ * invalidations per second. A daemon from before the caches shows none.
+ *
  * A request that never ends keeps its op busy: inflt 1, 0 op/s, 100% util.
  */
 #include <stdio.h>
@@ -36,6 +41,7 @@ struct snap {
 	const struct sd_stat_op *total, *ops;
 	const struct sd_stat_queue *queues;
 	const struct sd_stat_vdi *vdis;
+	const struct sd_stat_cache *caches;
 };
 
 /* one node to ask, and what it answered last */
@@ -64,13 +70,14 @@ static int fetch(struct target *t, struct snap *s)
 	s->h = (const void *)s->buf;
 	if (rsp.data_length < sizeof(*s->h) || s->h->version != SD_STAT_VERSION ||
 	    s->h->nr_ops > SD_STAT_MAX_OPS || s->h->nr_queues > SD_STAT_MAX_QUEUES ||
-	    s->h->nr_vdis > SD_STAT_MAX_VDIS) {
+	    s->h->nr_vdis > SD_STAT_MAX_VDIS || s->h->nr_caches > SD_STAT_MAX_CACHES) {
 		collie_err("unexpected statistics from %s:%d", t->host, t->port);
 		return EXIT_FAIL;
 	}
 	need = sizeof(*s->h) + (1 + s->h->nr_ops) * sizeof(struct sd_stat_op) +
 	       s->h->nr_queues * sizeof(struct sd_stat_queue) +
-	       s->h->nr_vdis * sizeof(struct sd_stat_vdi);
+	       s->h->nr_vdis * sizeof(struct sd_stat_vdi) +
+	       s->h->nr_caches * sizeof(struct sd_stat_cache);
 	if (rsp.data_length < need) {
 		collie_err("short statistics from %s:%d", t->host, t->port);
 		return EXIT_FAIL;
@@ -79,6 +86,7 @@ static int fetch(struct target *t, struct snap *s)
 	s->ops = s->total + 1;
 	s->queues = (const void *)(s->ops + s->h->nr_ops);
 	s->vdis = (const void *)(s->queues + s->h->nr_queues);
+	s->caches = (const void *)(s->vdis + s->h->nr_vdis);
 	return EXIT_OK;
 }
 
@@ -192,6 +200,38 @@ static void print_queues(const struct target *t, bool all)
 		       q->nr_threads, q->nr_queued, q->nr_running, (unsigned long long)done,
 		       (unsigned long long)(q->longest_wait_ns / 1000),
 		       (unsigned long long)q->nr_inflight, rps, await);
+	}
+}
+
+static void print_caches(const struct target *t, bool all)
+{
+	const struct snap *cur = t->cur, *prev = t->prev;
+	double secs = interval(t);
+
+	for (uint32_t i = 0; i < cur->h->nr_caches; i++) {
+		const struct sd_stat_cache *c = &cur->caches[i], *p = NULL;
+
+		if (prev && i < prev->h->nr_caches &&
+		    !strncmp(prev->caches[i].name, c->name, sizeof(c->name)))
+			p = &prev->caches[i];
+		uint64_t hits = DELTA(c, p, nr_hits), misses = DELTA(c, p, nr_misses);
+		uint64_t evict = DELTA(c, p, nr_evictions), inval = DELTA(c, p, nr_invalidations);
+
+		if (opts.raw) {
+			printf("%s%s%.*s %u %u %u %llu %llu %llu %llu\n", all ? t->label : "",
+			       all ? " " : "", (int)sizeof(c->name), c->name, c->capacity,
+			       c->nr_cached, c->nr_in_use, (unsigned long long)hits,
+			       (unsigned long long)misses, (unsigned long long)evict,
+			       (unsigned long long)inval);
+			continue;
+		}
+		if (all)
+			printf("%-5s ", t->label);
+		printf("%-10.*s %7u %7u %7u %6.1f %10.1f %10.1f %10.1f %10.1f\n",
+		       (int)sizeof(c->name), c->name, c->capacity, c->nr_cached, c->nr_in_use,
+		       hits + misses ? 100.0 * hits / (hits + misses) : 0.0,
+		       secs > 0 ? hits / secs : 0, secs > 0 ? misses / secs : 0,
+		       secs > 0 ? evict / secs : 0, secs > 0 ? inval / secs : 0);
 	}
 }
 
@@ -375,12 +415,17 @@ static int report(struct target *targets, int nr)
 			printf("%-5s ", "node");
 		printf("%-10s %7s %7s %7s %10s %10s %6s %9s %10s\n", "queue", "threads", "queued",
 		       "running", "done", "wait(us)", "inflt", "op/s", "await(us)");
+	} else if (opts.caches && !opts.raw) {
+		if (all)
+			printf("%-5s ", "node");
+		printf("%-10s %7s %7s %7s %6s %10s %10s %10s %10s\n", "cache", "size", "held",
+		       "in use", "hit%", "hits/s", "misses/s", "evict/s", "inval/s");
 	} else if (opts.vdi && !opts.raw) {
 		if (all)
 			printf("%-5s ", "node");
 		printf("%-20s %-6s %10s %10s %10s %10s\n", "vdi", "vid", "reads", "writes", "MB",
 		       "await(us)");
-	} else if (!opts.queues && !opts.vdi) {
+	} else if (!opts.queues && !opts.caches && !opts.vdi) {
 		print_header(all);
 	}
 	for (int i = 0; i < nr; i++) {
@@ -388,6 +433,8 @@ static int report(struct target *targets, int nr)
 			continue;
 		if (opts.queues)
 			print_queues(&targets[i], all);
+		else if (opts.caches)
+			print_caches(&targets[i], all);
 		else if (opts.vdi)
 			print_vdis(&targets[i], all);
 		else
@@ -466,8 +513,8 @@ int node_stat(int argc, char **argv)
 
 	if (opts.count && !opts.watch)
 		return collie_usage_err("-n needs -w");
-	if (!!opts.hist + opts.queues + opts.vdi > 1)
-		return collie_usage_err("--hist, --queues and --vdi go one at a time");
+	if (!!opts.hist + opts.queues + opts.caches + opts.vdi > 1)
+		return collie_usage_err("--hist, --queues, --caches and --vdi go one at a time");
 	if (opts.vdi_name)
 		return collie_usage_err("--vdi takes no name here: it shows the busiest VDIs");
 	ret = make_targets(&targets, &nr);

@@ -509,6 +509,7 @@ struct sd_trace_status {
 #define SD_STAT_NBD_BLOCK_STATUS 0xC5
 #define SD_STAT_MAX_QUEUES 8
 #define SD_STAT_MAX_VDIS 64
+#define SD_STAT_MAX_CACHES 4
 
 struct sd_stat_header {
 	uint32_t version; /* SD_STAT_VERSION */
@@ -520,7 +521,7 @@ struct sd_stat_header {
 	uint64_t hang_threshold_ns; /* 0: hang detection off */
 	uint64_t nr_hangs;	    /* requests that crossed the threshold, since start */
 	uint32_t nr_hung;	    /* requests in flight past the threshold now */
-	uint32_t pad;
+	uint32_t nr_caches;	    /* rows after the VDIs' (0 from a daemon without them) */
 };
 
 /* one opcode (or the TOTAL row: busy_ns is then the time with any request in flight) */
@@ -567,6 +568,25 @@ struct sd_stat_vdi {
 	uint64_t nr_writes;
 	uint64_t bytes;
 	uint64_t await_ns;
+};
+
+/*
+ * A cache the daemon keeps (after the VDI rows): "fd", the store's open
+ * object files. hits: lookups that found the entry; misses: lookups that
+ * did not, and opened; evictions: entries pushed out to make room;
+ * invalidations: entries dropped because the object's file was removed,
+ * renamed or replaced, or the store's directory changed.
+ */
+struct sd_stat_cache {
+	char name[16];
+	uint32_t capacity;  /* entries it may hold */
+	uint32_t nr_cached; /* entries held now */
+	uint32_t nr_in_use; /* of them, in use by a request now */
+	uint32_t pad;
+	uint64_t nr_hits;
+	uint64_t nr_misses;
+	uint64_t nr_evictions;
+	uint64_t nr_invalidations;
 };
 
 /* one tracer in the TRACE_STATUS payload */
@@ -647,5 +667,6 @@ _Static_assert(sizeof(struct sd_stat_header) == 56, "stat header layout");
 _Static_assert(sizeof(struct sd_stat_op) == 336, "stat op layout");
 _Static_assert(sizeof(struct sd_stat_queue) == 352, "stat queue layout");
 _Static_assert(sizeof(struct sd_stat_vdi) == 40, "stat vdi layout");
+_Static_assert(sizeof(struct sd_stat_cache) == 64, "stat cache layout");
 
 #endif

@@ -190,6 +190,34 @@ static void queues(struct mbuf *b, const struct sd_stat_queue *q, int nr)
 	}
 }
 
+static void caches(struct mbuf *b, const struct sd_stat_cache *c, int nr)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} m[] = {
+		{ "sheep_cache_capacity", "gauge", "Entries the cache may hold." },
+		{ "sheep_cache_entries", "gauge", "Entries the cache holds now." },
+		{ "sheep_cache_in_use", "gauge", "Entries in use by a request now." },
+		{ "sheep_cache_hits_total", "counter", "Lookups that found their entry." },
+		{ "sheep_cache_misses_total", "counter", "Lookups that did not (an open each)." },
+		{ "sheep_cache_evictions_total", "counter", "Entries pushed out to make room." },
+		{ "sheep_cache_invalidations_total", "counter",
+		  "Entries dropped because the object's file was removed, renamed or replaced." },
+	};
+
+	for (size_t k = 0; nr > 0 && k < ARRAY_SIZE(m); k++) {
+		head(b, m[k].name, m[k].type, m[k].help);
+		for (int i = 0; i < nr; i++) {
+			const uint64_t v[] = { c[i].capacity,	     c[i].nr_cached,
+					       c[i].nr_in_use,	     c[i].nr_hits,
+					       c[i].nr_misses,	     c[i].nr_evictions,
+					       c[i].nr_invalidations };
+
+			mb_printf(b, "%s{cache=\"%s\"} %" PRIu64 "\n", m[k].name, c[i].name, v[k]);
+		}
+	}
+}
+
 static void vdis(struct mbuf *b, const struct sd_stat_vdi *v, int nr)
 {
 	head(b, "sheep_vdi_requests_total", "counter",
@@ -370,6 +398,7 @@ static char *render(size_t *len)
 	mb_printf(&b, "sheep_hang_threshold_seconds %.3f\n", (double)h->hang_threshold_ns * 1e-9);
 	queues(&b, q, (int)h->nr_queues);
 	vdis(&b, v, (int)h->nr_vdis);
+	caches(&b, (const void *)(v + h->nr_vdis), (int)h->nr_caches);
 	node_state(&b);
 	free(snap);
 	if (b.failed) {

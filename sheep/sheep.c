@@ -666,6 +666,7 @@ int main(int argc, char **argv)
 	daemon_set_stop_handler(stop_loop);
 	if (store_init(store_name, cfg.dir))
 		return startup_fail("cannot open the %s store in %s", store_name, cfg.dir);
+	stat_set_caches(sd_store->caches);
 	/* news that travels up: the lower layer calls what the upper one registered */
 	group_set_news(&(struct group_news){ .joined = join_start,
 					     .epoch_changed = recovery_kick,

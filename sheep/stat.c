@@ -388,12 +388,20 @@ static void queue_requests(struct sd_stat_queue *q, const struct sd_stat_op *ops
 	}
 }
 
+static int (*read_caches)(struct sd_stat_cache *out, int max);
+
+void stat_set_caches(int (*fn)(struct sd_stat_cache *out, int max))
+{
+	read_caches = fn;
+}
+
 int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 {
 	struct sd_stat_header *h = buf;
 	struct sd_stat_op *ops;
 	struct sd_stat_queue *queues;
 	struct sd_stat_vdi *vdis;
+	struct sd_stat_cache *caches;
 	struct wq_info info[SD_STAT_MAX_QUEUES];
 	size_t need = sizeof(*h) + (1 + (size_t)st.nr_ops) * sizeof(*ops);
 	int nr_queues;
@@ -402,7 +410,8 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 	return -EOPNOTSUPP; /* --disable-stats: nothing is counted */
 #endif
 	nr_queues = wq_info_all(info, SD_STAT_MAX_QUEUES);
-	need += nr_queues * sizeof(*queues) + SD_STAT_MAX_VDIS * sizeof(*vdis);
+	need += nr_queues * sizeof(*queues) + SD_STAT_MAX_VDIS * sizeof(*vdis) +
+		SD_STAT_MAX_CACHES * sizeof(*caches);
 	if (need > len)
 		return -ENOSPC;
 	memset(buf, 0, need);
@@ -429,5 +438,11 @@ int stat_snapshot(void *buf, uint32_t len, uint64_t now)
 	h->nr_queues = (uint32_t)nr_queues;
 	vdis = (struct sd_stat_vdi *)(queues + nr_queues);
 	h->nr_vdis = (uint32_t)stat_read_vdis(vdis, SD_STAT_MAX_VDIS);
-	return (int)((char *)(vdis + h->nr_vdis) - (char *)buf);
+	caches = (struct sd_stat_cache *)(vdis + h->nr_vdis);
+	if (read_caches) {
+		int n = read_caches(caches, SD_STAT_MAX_CACHES);
+
+		h->nr_caches = (uint32_t)(n < 0 ? 0 : min_t(int, n, SD_STAT_MAX_CACHES));
+	}
+	return (int)((char *)(caches + h->nr_caches) - (char *)buf);
 }

@@ -599,6 +599,12 @@ int stat_read_ops(struct sd_stat_op *out, int max, struct sd_stat_op *total, uin
 /* the VDI table (the entries in use); how many entries */
 int stat_read_vdis(struct sd_stat_vdi *out, int max);
 /*
+ * Where the snapshot's cache rows come from (the store's caches callback,
+ * store.h): fn fills at most max rows and says how many. NULL: none.
+ * Main thread, before the first snapshot that should show them.
+ */
+void stat_set_caches(int (*fn)(struct sd_stat_cache *out, int max));
+/*
  * The whole STAT_READ payload into buf (len bytes) at clock now: the bytes
  * written, -ENOSPC when it does not fit, -EOPNOTSUPP with --disable-stats.
  */

@@ -584,6 +584,7 @@ static const struct store_driver plain_store = {
 	.read_stale = plain_read_stale,
 	.for_each_stale = plain_for_each_stale,
 	.purge_stale = plain_purge_stale,
+	.caches = fd_cache_stat,
 };
 
 store_driver_register(plain_store);

@@ -28,6 +28,8 @@ void fd_cache_init(void);
 int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp);
 int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp);
 void fd_put(struct fd_slot *sl, int fd);
+/* the cache's counters in out[0] (store.h, caches): 1, or 0 when max < 1 */
+int fd_cache_stat(struct sd_stat_cache *out, int max);
 /* SD_RES_* of a positive errno */
 int err_to_res(int err);
 /* forget oid's cached descriptors (every one when all): call after the directory changed */

@@ -47,6 +47,11 @@ struct obj_name obj_name(uint64_t oid)
  * unlinked behind the daemon's back (an operator) is found by its link
  * count on each hit: the user then opens the name again, and misses as it
  * should.
+ *
+ * Counted (fd_cache_stat: collie node stat --caches, /metrics): hits,
+ * misses (an open), evictions (a slot taken for another oid) and
+ * invalidations (a slot dropped by fd_forget or found unlinked), relaxed
+ * atomics beside the lock.
  */
 #define FD_SETS 32
 #define FD_MAX_WAYS 8
@@ -66,6 +71,9 @@ static struct fd_slot fd_cache[FD_SETS][FD_MAX_WAYS] = {
 };
 static int fd_ways; /* set by plain_init from the descriptor limit */
 static uint64_t fd_gen, fd_clock;
+static uint64_t fd_hits, fd_misses, fd_evictions, fd_invalidations;
+
+#define FD_COUNT(c) __atomic_fetch_add(&(c), 1, __ATOMIC_RELAXED)
 
 static struct fd_slot *fd_cache_set(uint64_t oid)
 {
@@ -79,6 +87,7 @@ static int fd_drop(struct fd_slot *sl)
 
 	if (fd < 0 || sl->dead)
 		return -1;
+	FD_COUNT(fd_invalidations);
 	if (sl->refs) {
 		sl->dead = true; /* its last user closes it */
 		return -1;
@@ -130,7 +139,7 @@ static int open_kind(int dfd, uint64_t oid, enum fd_kind kind)
 }
 
 /* the cached descriptor of oid of that kind, taken (fd_put gives it back), or -1 */
-int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+static int find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 {
 	struct fd_slot *set = fd_cache_set(oid);
 	int fd = -1;
@@ -152,6 +161,15 @@ int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	return fd;
 }
 
+int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	int fd = find(oid, kind, slotp);
+
+	if (fd >= 0)
+		FD_COUNT(fd_hits);
+	return fd;
+}
+
 /*
  * A descriptor of oid of that kind in the directory dfd (its disk's: the
  * caller holds md_get, and whatever moves an object drops its
@@ -165,8 +183,9 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	uint64_t gen;
 	struct stat st;
 
-	fd = fd_find(oid, kind, &sl);
+	fd = find(oid, kind, &sl);
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink) {
+		FD_COUNT(fd_hits);
 		*slotp = sl;
 		return fd;
 	}
@@ -181,6 +200,7 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	if (old >= 0)
 		close(old);
 	old = -1;
+	FD_COUNT(fd_misses);
 	fd = open_kind(dfd, oid, kind);
 	if (fd < 0)
 		return fd;
@@ -201,6 +221,8 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	}
 	if (gen == fd_gen && victim) {
 		old = victim->fd;
+		if (old >= 0)
+			FD_COUNT(fd_evictions);
 		victim->fd = fd;
 		victim->oid = oid;
 		victim->kind = kind;
@@ -311,4 +333,32 @@ void fd_cache_init(void)
 	/* another directory, or this one again: no descriptor of before is valid */
 	fd_forget(0, true);
 	fd_ways = fd_ways_for_limit();
+}
+
+int fd_cache_stat(struct sd_stat_cache *out, int max)
+{
+	uint32_t cached = 0, in_use = 0;
+
+	if (max < 1)
+		return 0;
+	pthread_mutex_lock(&fd_lock);
+	for (int i = 0; i < FD_SETS; i++)
+		for (int w = 0; w < FD_MAX_WAYS; w++) {
+			const struct fd_slot *sl = &fd_cache[i][w];
+
+			if (sl->fd < 0 || sl->dead)
+				continue;
+			cached++;
+			in_use += sl->refs > 0;
+		}
+	out->capacity = (uint32_t)(FD_SETS * fd_ways);
+	pthread_mutex_unlock(&fd_lock);
+	snprintf(out->name, sizeof(out->name), "fd");
+	out->nr_cached = cached;
+	out->nr_in_use = in_use;
+	out->nr_hits = __atomic_load_n(&fd_hits, __ATOMIC_RELAXED);
+	out->nr_misses = __atomic_load_n(&fd_misses, __ATOMIC_RELAXED);
+	out->nr_evictions = __atomic_load_n(&fd_evictions, __ATOMIC_RELAXED);
+	out->nr_invalidations = __atomic_load_n(&fd_invalidations, __ATOMIC_RELAXED);
+	return 1;
 }

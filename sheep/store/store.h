@@ -40,8 +40,12 @@
  * - purge_stale: remove every stale copy; live copies stay.
  * - stat: the filesystem's size and free space, the bytes that live
  *   objects take and how many there are.
- * Every callback but read_cached is required: the registry refuses a
- * driver without one.
+ * - caches (optional: NULL when the driver keeps none): the counters of
+ *   the caches it keeps (struct sd_stat_cache, collie node stat --caches),
+ *   at most max rows into out; how many. Called from the main thread, at
+ *   any time after init.
+ * Every callback but read_cached and caches is required: the registry
+ * refuses a driver without one.
  */
 #ifndef STORE_H
 #define STORE_H
@@ -49,6 +53,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct sd_stat_cache;
 
 struct store_stat {
 	uint64_t size, free, used, nr_objects;
@@ -72,6 +78,7 @@ struct store_driver {
 	int (*read_stale)(uint64_t oid, void *buf, uint32_t len, uint64_t off);
 	int (*for_each_stale)(int (*fn)(uint64_t oid, void *arg), void *arg);
 	int (*purge_stale)(void);
+	int (*caches)(struct sd_stat_cache *out, int max);
 };
 
 /*

@@ -225,6 +225,100 @@ static void read_cached(const struct store_driver *d, const char *dir)
 	CHECK(!d->read_cached(OID_C, a, 1, 0), "read_cached of a removed object");
 }
 
+/* the cache rows of d, n of them (-1: the callback broke the contract) */
+static int cache_rows(const struct store_driver *d, struct sd_stat_cache *c)
+{
+	int n;
+
+	memset(c, 0xa5, SD_STAT_MAX_CACHES * sizeof(*c));
+	n = d->caches(c, SD_STAT_MAX_CACHES);
+	CHECK(n >= 0 && n <= SD_STAT_MAX_CACHES, "caches: %d rows", n);
+	if (n < 0 || n > SD_STAT_MAX_CACHES)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		CHECK(memchr(c[i].name, 0, sizeof(c[i].name)) && c[i].name[0], "cache %d: a name",
+		      i);
+		CHECK(c[i].nr_cached <= c[i].capacity && c[i].nr_in_use <= c[i].nr_cached,
+		      "cache %s: in use %u <= held %u <= size %u", c[i].name, c[i].nr_in_use,
+		      c[i].nr_cached, c[i].capacity);
+	}
+	CHECK(d->caches(c, 0) == 0, "caches with room for no row: 0");
+	return n;
+}
+
+/*
+ * caches, for a driver that has them: rows that hold together (in use <=
+ * held <= size), counters that never go back, nothing in use between
+ * calls. Plain's "fd" row counts what its descriptor cache did: the first
+ * read of an object misses, the second hits, a remove invalidates what was
+ * held, and more objects than it holds evict (at least one per object past
+ * its size) while it never holds more than its size.
+ */
+static void caches(const struct store_driver *d, const char *dir)
+{
+	struct sd_stat_cache a[SD_STAT_MAX_CACHES], b[SD_STAT_MAX_CACHES];
+	uint64_t oid, nr;
+	char byte;
+	int n;
+
+	(void)dir;
+	if (!d->caches)
+		return;
+	n = cache_rows(d, a);
+	if (n < 0)
+		return;
+	CHECK(d->create_and_write(OID_C, 0, "c", 1, 0, true) == SD_RES_SUCCESS, "create C");
+	CHECK(byte_at(d, OID_C, 0) == 'c' && byte_at(d, OID_C, 0) == 'c', "read C twice");
+	CHECK(cache_rows(d, b) == n, "as many rows as before");
+	for (int i = 0; i < n; i++) {
+		CHECK(!strcmp(a[i].name, b[i].name), "row %d keeps its name", i);
+		CHECK(b[i].nr_hits >= a[i].nr_hits && b[i].nr_misses >= a[i].nr_misses &&
+			  b[i].nr_evictions >= a[i].nr_evictions &&
+			  b[i].nr_invalidations >= a[i].nr_invalidations,
+		      "cache %s: counters never go back", b[i].name);
+		CHECK(b[i].nr_in_use == 0, "cache %s: nothing in use between calls", b[i].name);
+	}
+	if (strcmp(d->name, "plain") || n != 1 || strcmp(b[0].name, "fd")) {
+		CHECK(strcmp(d->name, "plain"), "plain: one row, fd (%d rows)", n);
+		CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+		return;
+	}
+	CHECK(b[0].capacity > 0, "fd: a size (%u)", b[0].capacity);
+	CHECK(b[0].nr_misses == a[0].nr_misses + 1, "fd: the first read misses (%llu)",
+	      (unsigned long long)(b[0].nr_misses - a[0].nr_misses));
+	CHECK(b[0].nr_hits == a[0].nr_hits + 1, "fd: the second read hits (%llu)",
+	      (unsigned long long)(b[0].nr_hits - a[0].nr_hits));
+	CHECK(b[0].nr_cached >= 1, "fd: C's descriptor is held");
+	CHECK(d->remove(OID_C) == SD_RES_SUCCESS, "remove C");
+	cache_rows(d, a);
+	CHECK(a[0].nr_invalidations == b[0].nr_invalidations + 1 &&
+		  a[0].nr_cached == b[0].nr_cached - 1,
+	      "fd: a remove invalidates the descriptor (%llu, held %u after %u)",
+	      (unsigned long long)(a[0].nr_invalidations - b[0].nr_invalidations),
+	      a[0].nr_cached, b[0].nr_cached);
+
+	/* more objects than it holds: each miss past its size pushes one out */
+	nr = a[0].capacity + 32;
+	for (oid = OID_C; oid < OID_C + nr; oid++)
+		if (d->create_and_write(oid, 0, "e", 1, 0, true) != SD_RES_SUCCESS ||
+		    d->read(oid, &byte, 1, 0) != SD_RES_SUCCESS)
+			break;
+	CHECK(oid == OID_C + nr, "create and read %llu objects", (unsigned long long)nr);
+	cache_rows(d, b);
+	CHECK(b[0].nr_misses - a[0].nr_misses == nr, "fd: %llu misses for %llu objects",
+	      (unsigned long long)(b[0].nr_misses - a[0].nr_misses), (unsigned long long)nr);
+	CHECK(b[0].nr_evictions - a[0].nr_evictions >= nr - a[0].capacity,
+	      "fd: %llu evictions, at least %llu",
+	      (unsigned long long)(b[0].nr_evictions - a[0].nr_evictions),
+	      (unsigned long long)(nr - a[0].capacity));
+	CHECK(b[0].nr_cached <= b[0].capacity, "fd: never more held than its size");
+	for (oid = OID_C; oid < OID_C + nr; oid++)
+		d->remove(oid);
+	cache_rows(d, a);
+	CHECK(a[0].nr_cached == 0, "fd: nothing held after every object was removed (%u)",
+	      a[0].nr_cached);
+}
+
 static void scenario(const struct store_driver *d, const char *dir)
 {
 	char buf[64], big[4096];
@@ -378,6 +472,7 @@ static void scenario(const struct store_driver *d, const char *dir)
 
 	stale_descriptors(d, dir);
 	read_cached(d, dir);
+	caches(d, dir);
 }
 
 /* a driver that lacks a callback the core calls: refused */

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -423,6 +424,52 @@ START_TEST(test_snapshot)
 }
 END_TEST
 
+static int fake_rows = 2;
+
+static int fake_caches(struct sd_stat_cache *out, int max)
+{
+	for (int i = 0; i < max && i < fake_rows; i++) {
+		snprintf(out[i].name, sizeof(out[i].name), "c%d", i);
+		out[i].capacity = 10;
+		out[i].nr_hits = 100 + (uint64_t)i;
+	}
+	return fake_rows;
+}
+
+/* the cache rows follow the VDIs'; a source that answers too many or an error is held to 0..max */
+START_TEST(test_snapshot_caches)
+{
+	static char buf[64 * 1024];
+	struct sd_stat_header *h = (void *)buf;
+	struct sd_stat_cache *c;
+	int len, base;
+
+	setup(0);
+	stat_set_caches(NULL);
+	base = stat_snapshot(buf, sizeof(buf), stat_clock());
+	ck_assert_int_gt(base, 0);
+	ck_assert_uint_eq(h->nr_caches, 0);
+	stat_set_caches(fake_caches);
+	len = stat_snapshot(buf, sizeof(buf), stat_clock());
+	ck_assert_uint_eq(h->nr_caches, 2);
+	ck_assert_int_eq(len, base + 2 * (int)sizeof(struct sd_stat_cache));
+	c = (void *)(buf + base);
+	ck_assert_str_eq(c[0].name, "c0");
+	ck_assert_str_eq(c[1].name, "c1");
+	ck_assert_uint_eq(c[1].nr_hits, 101);
+	ck_assert_uint_eq(c[1].capacity, 10);
+	fake_rows = 99;
+	len = stat_snapshot(buf, sizeof(buf), stat_clock());
+	ck_assert_uint_eq(h->nr_caches, SD_STAT_MAX_CACHES);
+	ck_assert_int_eq(len, base + SD_STAT_MAX_CACHES * (int)sizeof(struct sd_stat_cache));
+	fake_rows = -5;
+	ck_assert_int_eq(stat_snapshot(buf, sizeof(buf), stat_clock()), base);
+	ck_assert_uint_eq(h->nr_caches, 0);
+	fake_rows = 2;
+	stat_set_caches(NULL);
+}
+END_TEST
+
 struct parse_case {
 	const char *arg;
 	int ret;
@@ -768,6 +815,7 @@ static Suite *stat_suite(void)
 	tcase_add_test(tc, test_vdis);
 	tcase_add_test(tc, test_snapshot);
 	tcase_add_test(tc, test_snapshot_queues);
+	tcase_add_test(tc, test_snapshot_caches);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");
