@@ -598,7 +598,7 @@ static const char node_stat_help[] =
 	"entries held and in use now, the hit ratio over the interval and hits,\n"
 	"misses, evictions and invalidations per second. Misses that stay high\n"
 	"with evictions: more objects are busy than the cache holds (it takes an\n"
-	"eighth of the descriptor limit, LimitNOFILE, at most 256).\n";
+	"eighth of the descriptor limit, LimitNOFILE, at most 2048).\n";
 
 const struct subcommand node_cmds[] = {
 	{ "list", "", OPT_RAW, "list the nodes of the cluster", node_list, NULL, 0, 0 },

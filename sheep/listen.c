@@ -11,6 +11,7 @@
 #include <sys/timerfd.h>
 
 #include "event.h"
+#include "fds.h"
 #include "listen.h"
 #include "logger.h"
 #include "net.h"
@@ -58,12 +59,12 @@ int listen_fd_budget(void)
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur > 65536 + LISTEN_FD_RESERVE)
+	    rl.rlim_cur > 65536 + LISTEN_FD_RESERVE + FDS_STORE_CACHE_MAX)
 		return 65536;
 	/* a tiny limit: half of it */
 	if (rl.rlim_cur <= 2 * LISTEN_FD_RESERVE)
 		return (int)rl.rlim_cur / 2;
-	return (int)rl.rlim_cur - LISTEN_FD_RESERVE;
+	return (int)(rl.rlim_cur - LISTEN_FD_RESERVE - fds_store_cache(rl.rlim_cur));
 }
 
 /* poll the listening sockets unless the pause or the cap keeps them off */

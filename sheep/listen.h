@@ -96,8 +96,9 @@ uint64_t listen_tick(void);
 int listener_nr_conns(const struct listener *l);
 /*
  * The descriptors a connection cap may use without starving the rest of
- * the process: the descriptor limit less LISTEN_FD_RESERVE (the store, the
- * peers' connections, the log), at most 65536.
+ * the process (fds.h): the descriptor limit less LISTEN_FD_RESERVE (the
+ * peers' connections, the log, the store's opens past its cache) and the
+ * store's cache of open files, at most 65536.
  */
 #define LISTEN_FD_RESERVE 256
 int listen_fd_budget(void);

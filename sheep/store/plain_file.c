@@ -15,6 +15,7 @@
 
 #include "internal_proto.h"
 #include "util.h"
+#include "fds.h"
 #include "plain.h"
 
 struct obj_name obj_name(uint64_t oid)
@@ -34,9 +35,12 @@ struct obj_name obj_name(uint64_t oid)
  * around its pwrite or pread. A slot is one oid and one kind (FD_WRITE:
  * O_DIRECT|O_DSYNC, FD_READ: buffered, read-only). Set associative (a set
  * per hash of the oid, both kinds in it, LRU within it), under one lock,
- * bounded (FD_SETS x fd_ways descriptors, fewer under a low descriptor
- * limit). A user holds a reference; a slot dropped while in use is dead
- * (never found again) and closed by its last user.
+ * bounded: its share of the descriptor limit (fds.h: an eighth, at most
+ * FD_MAX_SETS x FD_WAYS, 2,048, the files of 8 GiB of 4 MiB objects; 256
+ * held half of a 2 GiB VDI's random reads), as fd_sets sets of fd_ways,
+ * both set by fd_cache_init before any I/O. A user holds a
+ * reference; a slot dropped while in use is dead (never found again) and
+ * closed by its last user.
  *
  * Never a stale descriptor: plain_remove, stale_all, a create's publish
  * and init drop the oid's descriptor after they change the directory, and
@@ -53,8 +57,9 @@ struct obj_name obj_name(uint64_t oid)
  * invalidations (a slot dropped by fd_forget or found unlinked), relaxed
  * atomics beside the lock.
  */
-#define FD_SETS 32
-#define FD_MAX_WAYS 8
+#define FD_MAX_SETS 256 /* a power of 2 */
+#define FD_WAYS 8
+_Static_assert(FD_MAX_SETS * FD_WAYS == FDS_STORE_CACHE_MAX, "the cache's share of descriptors");
 
 struct fd_slot {
 	uint64_t oid;
@@ -66,18 +71,24 @@ struct fd_slot {
 };
 
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fd_slot fd_cache[FD_SETS][FD_MAX_WAYS] = {
-	[0 ... FD_SETS - 1] = { [0 ... FD_MAX_WAYS - 1] = { .fd = -1 } }
+static struct fd_slot fd_cache[FD_MAX_SETS][FD_WAYS] = {
+	[0 ... FD_MAX_SETS - 1] = { [0 ... FD_WAYS - 1] = { .fd = -1 } }
 };
-static int fd_ways; /* set by plain_init from the descriptor limit */
+static int fd_sets = 1, fd_ways; /* fd_cache_init: from the descriptor limit */
 static uint64_t fd_gen, fd_clock;
 static uint64_t fd_hits, fd_misses, fd_evictions, fd_invalidations;
 
 #define FD_COUNT(c) __atomic_fetch_add(&(c), 1, __ATOMIC_RELAXED)
 
+static int fd_set_of(uint64_t oid)
+{
+	/* the product's top bits: consecutive indexes of one VDI spread over the sets */
+	return (int)((oid * UINT64_C(0x9e3779b97f4a7c15)) >> 56 & (uint64_t)(fd_sets - 1));
+}
+
 static struct fd_slot *fd_cache_set(uint64_t oid)
 {
-	return fd_cache[(oid * UINT64_C(0x9e3779b97f4a7c15)) >> 59 & (FD_SETS - 1)];
+	return fd_cache[fd_set_of(oid)];
 }
 
 /* fd_lock held: drop a slot; its descriptor, to close after the unlock, or -1 */
@@ -96,30 +107,42 @@ static int fd_drop(struct fd_slot *sl)
 	return fd;
 }
 
+/*
+ * Every slot (all: of every set there may be, whatever fd_sets is now), or
+ * oid's. The descriptors are closed after the unlock, a batch at a time: a
+ * dropped slot is free or dead, so the scan after a batch goes on where
+ * there is still something to drop.
+ */
 void fd_forget(uint64_t oid, bool all)
 {
-	int close_fds[FD_SETS * FD_MAX_WAYS], n = 0;
+	int close_fds[2 * FD_WAYS], n, from, to;
+	bool more;
 
-	pthread_mutex_lock(&fd_lock);
-	fd_gen++;
-	for (int i = 0; i < FD_SETS; i++) {
-		struct fd_slot *set = fd_cache[i];
+	do {
+		more = false;
+		n = 0;
+		pthread_mutex_lock(&fd_lock);
+		fd_gen++;
+		from = all ? 0 : fd_set_of(oid);
+		to = all ? FD_MAX_SETS : from + 1;
+		for (int i = from; i < to && !more; i++)
+			for (int w = 0; w < FD_WAYS; w++) {
+				int fd;
 
-		if (!all && set != fd_cache_set(oid))
-			continue;
-		for (int w = 0; w < FD_MAX_WAYS; w++) {
-			int fd;
-
-			if (!all && set[w].oid != oid)
-				continue;
-			fd = fd_drop(&set[w]);
-			if (fd >= 0)
-				close_fds[n++] = fd;
-		}
-	}
-	pthread_mutex_unlock(&fd_lock);
-	while (n--)
-		close(close_fds[n]);
+				if (!all && fd_cache[i][w].oid != oid)
+					continue;
+				fd = fd_drop(&fd_cache[i][w]);
+				if (fd >= 0)
+					close_fds[n++] = fd;
+				if (n == (int)ARRAY_SIZE(close_fds)) {
+					more = true;
+					break;
+				}
+			}
+		pthread_mutex_unlock(&fd_lock);
+		while (n--)
+			close(close_fds[n]);
+	} while (more);
 }
 
 /*
@@ -255,18 +278,28 @@ void fd_put(struct fd_slot *sl, int fd)
 		close(fd);
 }
 
-/* a few descriptors per 256 of the limit, at most FD_SETS x FD_MAX_WAYS */
-static int fd_ways_for_limit(void)
+/*
+ * The cache's shape for the descriptor limit: its share (fds.h) in as many
+ * whole sets of FD_WAYS as fit (a power of 2), or one smaller set under a
+ * limit below 64 (none below 8)
+ */
+static void fd_shape_for_limit(int *sets, int *ways)
 {
 	struct rlimit rl;
 	uint64_t n;
 
+	*sets = 1;
+	*ways = 0;
 	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	n = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
-	/* a descriptor in 8 at most: the connections and the peers come first */
-	n /= 8 * FD_SETS;
-	return n > FD_MAX_WAYS ? FD_MAX_WAYS : (int)n;
+		return;
+	n = fds_store_cache(rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur);
+	if (n < FD_WAYS) {
+		*ways = (int)n;
+		return;
+	}
+	*ways = FD_WAYS;
+	while (*sets * 2 <= FD_MAX_SETS && (uint64_t)*sets * 2 * FD_WAYS <= n)
+		*sets *= 2;
 }
 
 int err_to_res(int err)
@@ -332,7 +365,9 @@ void fd_cache_init(void)
 {
 	/* another directory, or this one again: no descriptor of before is valid */
 	fd_forget(0, true);
-	fd_ways = fd_ways_for_limit();
+	pthread_mutex_lock(&fd_lock);
+	fd_shape_for_limit(&fd_sets, &fd_ways);
+	pthread_mutex_unlock(&fd_lock);
 }
 
 int fd_cache_stat(struct sd_stat_cache *out, int max)
@@ -342,8 +377,8 @@ int fd_cache_stat(struct sd_stat_cache *out, int max)
 	if (max < 1)
 		return 0;
 	pthread_mutex_lock(&fd_lock);
-	for (int i = 0; i < FD_SETS; i++)
-		for (int w = 0; w < FD_MAX_WAYS; w++) {
+	for (int i = 0; i < FD_MAX_SETS; i++)
+		for (int w = 0; w < FD_WAYS; w++) {
 			const struct fd_slot *sl = &fd_cache[i][w];
 
 			if (sl->fd < 0 || sl->dead)
@@ -351,7 +386,7 @@ int fd_cache_stat(struct sd_stat_cache *out, int max)
 			cached++;
 			in_use += sl->refs > 0;
 		}
-	out->capacity = (uint32_t)(FD_SETS * fd_ways);
+	out->capacity = (uint32_t)(fd_sets * fd_ways);
 	pthread_mutex_unlock(&fd_lock);
 	snprintf(out->name, sizeof(out->name), "fd");
 	out->nr_cached = cached;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include "internal_proto.h"
 #include "logger.h"
@@ -257,6 +258,7 @@ static int cache_rows(const struct store_driver *d, struct sd_stat_cache *c)
 static void caches(const struct store_driver *d, const char *dir)
 {
 	struct sd_stat_cache a[SD_STAT_MAX_CACHES], b[SD_STAT_MAX_CACHES];
+	struct rlimit rl;
 	uint64_t oid, nr;
 	char byte;
 	int n;
@@ -284,6 +286,10 @@ static void caches(const struct store_driver *d, const char *dir)
 		return;
 	}
 	CHECK(b[0].capacity > 0, "fd: a size (%u)", b[0].capacity);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		CHECK(b[0].capacity <= rl.rlim_cur / 8 && b[0].capacity <= 2048,
+		      "fd: at most an eighth of the descriptor limit (%u of %llu), 2048 at most",
+		      b[0].capacity, (unsigned long long)rl.rlim_cur);
 	CHECK(b[0].nr_misses == a[0].nr_misses + 1, "fd: the first read misses (%llu)",
 	      (unsigned long long)(b[0].nr_misses - a[0].nr_misses));
 	CHECK(b[0].nr_hits == a[0].nr_hits + 1, "fd: the second read hits (%llu)",
