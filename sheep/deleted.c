@@ -18,7 +18,7 @@
  * such an object nor keeps a copy of it.
  *
  * A record's kept indexes only shrink: once the last live VDI that read a
- * kept object is deleted too, that delete frees the object (vdi.c) and the
+ * kept object is deleted too, that delete frees the object (vdi_del.c) and the
  * record lets it go (deleted_add again, with what is still read). Records
  * that meet (a joining node's and a member's) keep what both keep.
  *

@@ -1,5 +1,6 @@
 /*
- * Membership, epochs and the cluster state (group.c).
+ * Membership, epochs and the cluster state (group.c, group_format.c,
+ * group_members.c).
  */
 #ifndef SHEEP_GROUP_H
 #define SHEEP_GROUP_H
@@ -92,7 +93,7 @@ bool group_is_formatted(void);
 bool group_is_joining(void);
 /*
  * True while this node, started alone on a formatted directory, waits for
- * the nodes of the newest epoch it stored (group.c, group_joined): it
+ * the nodes of the newest epoch it stored (group_members.c, group_joined): it
  * serves no client and counts no epoch meanwhile.
  */
 bool group_is_waiting(void);
@@ -108,10 +109,10 @@ void group_stopped(void);
 int group_force_start(void);
 /* main thread: the members of wait_covered's gen hold no newer history: serve, if still so */
 void group_end_wait(uint32_t gen);
-/* see group.c: 0, -EAGAIN (retry) or -errno */
+/* see group_format.c: 0, -EAGAIN (retry) or -errno */
 int group_adopt(const struct sd_rsp *rsp, const struct sd_epoch_log *logs, int n);
 /*
- * A member's answer to STAT_CLUSTER against this node's history (group.c:
+ * A member's answer to STAT_CLUSTER against this node's history (group_format.c:
  * check_history). joining: may this node take it, before it touches its
  * objects (-ESTALE: its own is newer or forked)? Otherwise, this node
  * waits (group_is_waiting): is the member's no newer (-ESTALE: it is, or

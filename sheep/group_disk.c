@@ -1,5 +1,5 @@
 /*
- * The group's files under DIR (group.c's layer below it): the epoch logs
+ * The group's files under DIR (the layer below group*.c): the epoch logs
  * (DIR/epoch/NNNNNNNN), the format's config and the other small files the
  * group keeps (DIR/clean-stop), each written whole and durably.
  */

@@ -1,5 +1,5 @@
 /*
- * The group's files under DIR (group_disk.c), for group.c: paths, whole
+ * The group's files under DIR (group_disk.c), for group*.c: paths, whole
  * small files, the epoch logs and the comparison of two epoch histories.
  * Not for other layers: group.h's group_read_epoch_logs() and
  * group_write_file() are.

@@ -139,7 +139,7 @@ static int op_kill_node(struct request *req)
 	return SD_RES_SUCCESS;
 }
 
-/* SET_VNODES: checked here, then broadcast; every node counts the epoch (group.c) */
+/* SET_VNODES: checked here, then broadcast; every node counts the epoch (group_members.c) */
 static int op_set_vnodes(struct request *req)
 {
 	uint32_t len = req->rq.data_length;

@@ -2,7 +2,7 @@
  * Running an op: the op table's queues and its answer hook. ops_execute
  * runs a request's op where its type says (the main thread, a work queue,
  * or the cluster's order through ordered.c) and answers it through the
- * hook the front end gave (request.c's request_done), or through the op's
+ * hook the front end gave (request_reply.c's request_done), or through the op's
  * own finish when the op holds its reply (ops.h: reply_held).
  *
  * Main thread, but for do_work (on the op's worker).

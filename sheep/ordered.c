@@ -59,7 +59,7 @@ static uint64_t next_token;
 static void (*done_fn)(struct request *req);
 static const struct sd_op_template *(*op_of)(uint8_t opcode);
 static struct work_queue *apply_wq;
-/* what a member's leave releases (vdi.c's locks of its clients) */
+/* what a member's leave releases (vdi_lock.c's locks of its clients) */
 static void (*node_left_fn)(const struct sd_lock_owner *owner);
 
 void ordered_init(struct work_queue *q, const struct sd_op_template *(*lookup)(uint8_t opcode),

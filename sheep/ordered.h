@@ -22,7 +22,7 @@ void ordered_deliver(const void *msg, size_t len, int nr_members);
 /*
  * Main, before any delivery: q applies the ops (one worker: in order),
  * lookup finds an opcode's entry in the op table, done answers a request
- * once its op is applied here (request.c's request_done)
+ * once its op is applied here (request_reply.c's request_done)
  */
 struct sd_op_template;
 struct work_queue;

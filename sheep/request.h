@@ -1,6 +1,6 @@
 /*
- * Connections and the life of a request (request.c): the request a
- * connection read, and what the op handlers fill.
+ * Connections and the life of a request (request.c, request_reply.c): the
+ * request a connection read, and what the op handlers fill.
  */
 #ifndef SHEEP_REQUEST_H
 #define SHEEP_REQUEST_H

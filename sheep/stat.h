@@ -264,7 +264,7 @@ struct stat_req {
 /*
  * The hang check's view of the requests (main thread): every struct that
  * can hold a counted request is on one list from its allocation to its
- * free, in flight or not (request.c keeps freed requests in a cache and
+ * free, in flight or not (request_reply.c keeps freed requests in a cache and
  * reuses them), so beginning and ending a request link nothing; the check
  * walks them all and looks at the active ones. Its node must survive the
  * request's reuse: request.c keeps it out of the struct it clears.

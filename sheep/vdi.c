@@ -19,6 +19,10 @@
  * the namespace, so what was decided still holds when it is published.
  * The start-up load is here too (vdi_init); a joining node's sync is in
  * vdi_sync.c.
+ *
+ * This file holds the helpers that every namespace op uses (vdi_priv.h),
+ * the creations, the copies and header changes, and READ_VDIS; a deletion
+ * and what it frees is in vdi_del.c, the locks' ops in vdi_lock.c.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -35,11 +39,11 @@
 #include "list.h"
 #include "ordered.h"
 #include "proto_util.h"
-#include "deleted.h"
 #include "gateway.h"
 #include "group.h"
 #include "request.h"
 #include "vdi.h"
+#include "vdi_priv.h"
 #include "store/store.h"
 #include "vdi_table.h"
 
@@ -53,7 +57,7 @@
 static void (*lock_broken_fn)(uint32_t vid, const struct sd_lock_owner *owner);
 static void (*lock_moved_fn)(uint32_t from, uint32_t to);
 
-static void lock_broken(struct request *req)
+void vdi_lock_broken(struct request *req)
 {
 	if (lock_broken_fn)
 		lock_broken_fn(req->ord.after_vid[0], &req->ord.after_owner);
@@ -65,8 +69,8 @@ static void lock_moved(struct request *req)
 		lock_moved_fn(req->ord.after_vid[0], req->ord.after_vid[1]);
 }
 
-static void after_lock(struct request *req, void (*fn)(struct request *), uint32_t vid,
-		       uint32_t vid2, const struct sd_lock_owner *owner)
+void vdi_after_lock(struct request *req, void (*fn)(struct request *), uint32_t vid, uint32_t vid2,
+		    const struct sd_lock_owner *owner)
 {
 	req->ord.after = fn;
 	req->ord.after_vid[0] = vid;
@@ -91,15 +95,12 @@ static int read_local_header(uint32_t vid, struct sd_inode_header *h)
 	return sd_store->read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0);
 }
 
-/* the gateway's view of a VDI the daemon itself reads and writes: its copies */
-#define COPIES(n) (&(struct vdi_attr){ .nr_copies = (uint8_t)(n) })
-
-static int read_header(uint32_t vid, struct sd_inode_header *h, int copies)
+int vdi_read_header(uint32_t vid, struct sd_inode_header *h, int copies)
 {
 	return gateway_read(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, COPIES(copies));
 }
 
-static int write_header(uint32_t vid, const struct sd_inode_header *h, int copies)
+int vdi_write_header(uint32_t vid, const struct sd_inode_header *h, int copies)
 {
 	return gateway_write(vid_to_vdi_oid(vid), h, SD_INODE_HEADER_SIZE, 0, GW_SYNC,
 			     COPIES(copies));
@@ -259,7 +260,7 @@ int vdi_op_header_changed(struct request *req)
 	h = malloc(sizeof(*h));
 	if (!h)
 		return SD_RES_NO_MEM;
-	ret = read_header(vid, h, copies);
+	ret = vdi_read_header(vid, h, copies);
 	if (ret == SD_RES_SUCCESS) {
 		/* s stays (a state is never freed): only its fields may have changed */
 		vdi_table_wrlock();
@@ -284,7 +285,7 @@ int vdi_op_header_changed(struct request *req)
  * Payload of VDI requests: name[256] and optionally tag[256]. Checks that
  * both are NUL-terminated in their fields; name must be non-empty.
  */
-static int parse_names(struct request *req, const char **name, const char **tag)
+int vdi_parse_names(struct request *req, const char **name, const char **tag)
 {
 	uint32_t len = req->rq.data_length;
 	char *p = req->data;
@@ -465,12 +466,12 @@ static int write_new_inodes(const struct new_plan *p, struct sd_inode *inode)
 	ph = malloc(SD_INODE_HEADER_SIZE);
 	if (!ph)
 		return SD_RES_NO_MEM;
-	ret = read_header(p->parent_vid, ph, p->parent_copies);
+	ret = vdi_read_header(p->parent_vid, ph, p->parent_copies);
 	if (!ret) {
 		if (p->is_snapshot)
 			ph->snap_ctime = now_ctime();
 		add_child(ph, p->vid);
-		ret = write_header(p->parent_vid, ph, p->parent_copies);
+		ret = vdi_write_header(p->parent_vid, ph, p->parent_copies);
 	}
 	free(ph);
 	if (ret) {
@@ -503,7 +504,7 @@ int vdi_op_new(struct request *req)
 	struct new_plan p;
 	int ret;
 
-	ret = parse_names(req, &name, &tag);
+	ret = vdi_parse_names(req, &name, &tag);
 	if (ret)
 		return ret;
 	if (shift < SD_MIN_BLOCK_SIZE_SHIFT || shift > SD_MAX_BLOCK_SIZE_SHIFT ||
@@ -561,7 +562,7 @@ int vdi_op_new(struct request *req)
 			s->owner = p.working->owner;
 			/* its holder's gateway follows: the client releases the new vid */
 			if (!memcmp(&s->owner.node, group_self(), sizeof(s->owner.node)))
-				after_lock(req, lock_moved, p.working->vid, p.vid, &s->owner);
+				vdi_after_lock(req, lock_moved, p.working->vid, p.vid, &s->owner);
 		}
 	}
 	vdi_table_unlock();
@@ -573,415 +574,6 @@ out_free:
 	free(inode);
 	free(ns);
 	return ret;
-}
-
-struct remove_ctx {
-	uint32_t vid;
-	uint8_t *shared; /* bit per index: still used by a descendant */
-	uint64_t nr_removed;
-};
-
-static int remove_unshared(uint64_t oid, void *arg)
-{
-	struct remove_ctx *ctx = arg;
-	uint32_t idx = oid_to_idx(oid);
-
-	if (is_vdi_obj(oid) || oid_to_vid(oid) != ctx->vid)
-		return 0;
-	if (is_data_obj(oid) && sd_vid_test(ctx->shared, idx))
-		return 0;
-	if (sd_store->remove(oid) == SD_RES_SUCCESS)
-		ctx->nr_removed++;
-	return 0;
-}
-
-struct vid_copies {
-	uint32_t vid;
-	uint8_t copies;
-};
-
-/* the live descendants of a VDI (the VDIs that may read its objects), with their copies */
-struct descendants {
-	uint32_t vid;
-	struct vid_copies *d;
-	size_t nr, cap;
-};
-
-static int add_descendant(struct vdi_state *s, void *arg)
-{
-	struct descendants *ds = arg;
-
-	if (s->vid == ds->vid || s->deleted || !vdi_table_descends_from(s, ds->vid))
-		return 0;
-	if (ds->nr == ds->cap) {
-		size_t cap = ds->cap ? ds->cap * 2 : 16;
-		struct vid_copies *n = realloc(ds->d, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		ds->d = n;
-		ds->cap = cap;
-	}
-	ds->d[ds->nr++] = (struct vid_copies){ s->vid, s->nr_copies };
-	return 0;
-}
-
-/* vid's live descendants in a new array (*out, *nr). Caller holds the lock. SD_RES_*. */
-static int list_descendants(uint32_t vid, struct vid_copies **out, size_t *nr)
-{
-	struct descendants ds = { .vid = vid };
-
-	if (vdi_table_for_each(add_descendant, &ds)) {
-		free(ds.d);
-		*out = NULL;
-		*nr = 0;
-		return SD_RES_NO_MEM;
-	}
-	*out = ds.d;
-	*nr = ds.nr;
-	return SD_RES_SUCCESS;
-}
-
-/* mark in ctx->shared the indexes whose object one of the VDIs in d still reads */
-static int mark_shared(struct remove_ctx *ctx, const struct vid_copies *d, size_t nr)
-{
-	uint32_t *map = malloc(4 * MAX_DATA_OBJS);
-	int ret = SD_RES_SUCCESS;
-
-	if (!map)
-		return SD_RES_NO_MEM;
-	for (size_t k = 0; k < nr && ret == SD_RES_SUCCESS; k++) {
-		if (gateway_read(vid_to_vdi_oid(d[k].vid), map, 4 * MAX_DATA_OBJS,
-				 SD_INODE_HEADER_SIZE, COPIES(d[k].copies))) {
-			ret = SD_RES_EIO;
-			break;
-		}
-		for (uint32_t i = 0; i < MAX_DATA_OBJS; i++)
-			if (map[i] == ctx->vid)
-				sd_vid_set(ctx->shared, i);
-	}
-	free(map);
-	return ret;
-}
-
-/*
- * The deleted ancestors of a VDI that was just deleted (from parent up)
- * kept the objects their live descendants read: what no live VDI reads
- * any more goes now, this node's replicas of it, and their records keep
- * only what is still read (deleted.c), so that the space comes back when
- * the last VDI that shared an object is deleted, and no recovery brings
- * the object back. Every node does it, in the delete's place of the order,
- * on the maps it reads through the gateway. An ancestor whose descendants'
- * maps cannot be read keeps everything. How many objects went.
- */
-static uint64_t free_ancestors(uint32_t parent)
-{
-	uint8_t *kept = malloc(MAX_DATA_OBJS / 8), *read = malloc(MAX_DATA_OBJS / 8);
-	uint64_t nr_freed = 0;
-
-	for (uint32_t vid = parent; vid && kept && read;) {
-		struct remove_ctx ctx = { .vid = vid, .shared = read };
-		struct vid_copies *d = NULL;
-		struct vdi_state *a;
-		bool deleted;
-		size_t nr_d = 0;
-		int ret = SD_RES_SUCCESS;
-
-		vdi_table_rdlock();
-		a = vdi_table_lookup(vid);
-		deleted = a && a->deleted;
-		vid = a ? a->parent : 0;
-		if (deleted)
-			ret = list_descendants(ctx.vid, &d, &nr_d);
-		vdi_table_unlock();
-		if (!deleted || ret || !deleted_kept(ctx.vid, kept)) {
-			free(d);
-			continue;
-		}
-		memset(read, 0, MAX_DATA_OBJS / 8);
-		ret = mark_shared(&ctx, d, nr_d);
-		free(d);
-		if (ret) {
-			sd_warn("vid %06" PRIx32 ": the maps of its descendants cannot be read; "
-				"its kept objects stay",
-				ctx.vid);
-			continue;
-		}
-		/* recorded before the removals, as a delete's: a fetch racing with them sees it */
-		ret = deleted_add(ctx.vid, read);
-		if (ret) {
-			sd_err("cannot record what vid %06" PRIx32 " keeps: %s", ctx.vid,
-			       strerror(-ret));
-			continue;
-		}
-		for (uint32_t i = 0; i < MAX_DATA_OBJS; i++) {
-			if (!sd_vid_test(kept, i) || sd_vid_test(read, i))
-				continue;
-			if (sd_store->remove(vid_to_data_oid(ctx.vid, i)) == SD_RES_SUCCESS)
-				nr_freed++;
-		}
-	}
-	free(kept);
-	free(read);
-	return nr_freed;
-}
-
-/*
- * Find the VDI that DEL_VDI names, its copies and its descendants, under
- * the lock. Its state (which stays valid with no lock held, see
- * vdi_table.h), or NULL and *res (SD_RES_*).
- */
-static struct vdi_state *plan_del(struct request *req, const char *name, const char *tag,
-				  uint8_t *copies, struct vid_copies **d, size_t *nr, int *res)
-{
-	struct vdi_state *s;
-
-	vdi_table_rdlock();
-	s = vdi_table_find(name, req->rq.vdi.snapid, tag, res);
-	/* a snapshot id or tag names a snapshot: never the working VDI (its snap_id too) */
-	if (s && (req->rq.vdi.snapid || (tag && tag[0])) && !s->snapshot) {
-		s = NULL;
-		*res = SD_RES_NO_VDI;
-	}
-	if (s) {
-		*copies = s->nr_copies;
-		*res = list_descendants(s->vid, d, nr);
-		if (*res)
-			s = NULL;
-	}
-	vdi_table_unlock();
-	return s;
-}
-
-/*
- * DEL_VDI: the working VDI (name only, snapid 0) or a snapshot (snapid or
- * tag). Its objects go unless a descendant still reads them; its inode
- * stays, nameless, to keep the vid's bit set. No lock check: QEMU locks a
- * snapshot before it deletes it (snapshot -d).
- *
- * As NEW_VDI: found under the lock, the maps read and the header written
- * without it, the deletion published under it, and only then this node's
- * replicas of the unshared objects removed.
- */
-int vdi_op_del(struct request *req)
-{
-	const char *name, *tag;
-	struct vdi_state *s;
-	struct remove_ctx ctx = { 0 };
-	struct sd_inode_header *h = NULL;
-	struct vid_copies *d = NULL;
-	size_t nr_d = 0;
-	uint8_t copies = 0;
-	uint32_t parent;
-	int ret;
-
-	ret = parse_names(req, &name, &tag);
-	if (ret)
-		return ret;
-	s = plan_del(req, name, tag, &copies, &d, &nr_d, &ret);
-	if (!s)
-		return ret;
-	ctx.vid = s->vid; /* fixed for the life of the state */
-	parent = s->parent;
-	ctx.shared = calloc(1, MAX_DATA_OBJS / 8);
-	h = malloc(SD_INODE_HEADER_SIZE);
-	if (!ctx.shared || !h) {
-		ret = SD_RES_NO_MEM;
-		goto out_free;
-	}
-	ret = mark_shared(&ctx, d, nr_d);
-	if (ret)
-		goto out_free;
-	/*
-	 * The name goes first: a crash in between leaves garbage, never a half
-	 * VDI. Every node then removes its own replicas of the unshared objects.
-	 */
-	if (!req->ord.remote) {
-		ret = read_header(ctx.vid, h, copies);
-		if (ret)
-			goto out_free;
-		memset(h->name, 0, sizeof(h->name));
-		ret = write_header(ctx.vid, h, copies);
-		if (ret)
-			goto out_free;
-	}
-	vdi_table_wrlock();
-	s->deleted = true;
-	s->name[0] = '\0';
-	vdi_table_unlock();
-	/* recorded before anything is removed: no recovery brings it back */
-	ret = deleted_add(ctx.vid, ctx.shared);
-	if (ret)
-		sd_err("cannot record the deletion of vid %06" PRIx32 ": %s", ctx.vid,
-		       strerror(-ret));
-	sd_store->for_each(remove_unshared, &ctx);
-	ctx.nr_removed += free_ancestors(parent);
-	sd_info("deleted vdi %s vid %06" PRIx32 ", %" PRIu64 " objects removed", name, ctx.vid,
-		ctx.nr_removed);
-	ret = SD_RES_SUCCESS;
-out_free:
-	free(ctx.shared);
-	free(d);
-	free(h);
-	return ret;
-}
-
-static bool same_owner(const struct sd_lock_owner *a, const struct sd_lock_owner *b)
-{
-	return !memcmp(&a->node, &b->node, sizeof(a->node)) && !memcmp(a->addr, b->addr, 16) &&
-	       a->conn == b->conn;
-}
-
-
-struct release_ctx {
-	const struct sd_lock_owner *owner;
-	bool whole_node;
-	int nr;
-};
-
-static int release_one(struct vdi_state *s, void *arg)
-{
-	struct release_ctx *ctx = arg;
-
-	if (!s->locked || memcmp(&s->owner.node, &ctx->owner->node, sizeof(s->owner.node)))
-		return 0;
-	if (!ctx->whole_node && !same_owner(&s->owner, ctx->owner))
-		return 0;
-	s->locked = false;
-	ctx->nr++;
-	return 0;
-}
-
-static int resolve(struct request *req, bool lock)
-{
-	const char *name, *tag;
-	struct vdi_state *s;
-	int ret, res;
-
-	ret = parse_names(req, &name, &tag);
-	if (ret)
-		return ret;
-	vdi_table_wrlock();
-	s = vdi_table_find(name, req->rq.vdi.snapid, tag, &res);
-	if (!s) {
-		ret = res;
-	} else if (lock && s->locked && req->rq.vdi.type != SD_LOCK_TYPE_SHARED &&
-		   !same_owner(&s->owner, &req->ord.owner)) {
-		ret = SD_RES_VDI_LOCKED;
-	} else {
-		/* its holder's again (a VM reopened through the same gateway), or new */
-		if (lock && !s->locked) {
-			s->locked = true;
-			s->owner = req->ord.owner;
-		}
-		req->rp.vdi.vdi_id = s->vid;
-		ret = SD_RES_SUCCESS;
-	}
-	vdi_table_unlock();
-	return ret;
-}
-
-int vdi_op_lock(struct request *req)
-{
-	return resolve(req, true);
-}
-
-/* GET_VDI_INFO: on another node's behalf, the same lookup changes nothing */
-int vdi_op_get_info(struct request *req)
-{
-	return resolve(req, false);
-}
-
-/*
- * RELEASE_VDI: base_vdi_id names the VDI; the payload is its name with one
- * NUL (strlen + 1 bytes, QEMU does not pad it). The vid decides, but a
- * payload that is not a name is refused like in every other VDI op.
- */
-int vdi_op_release(struct request *req)
-{
-	const char *name, *tag;
-	struct vdi_state *s;
-	int ret;
-
-	ret = parse_names(req, &name, &tag);
-	if (ret)
-		return ret;
-	vdi_table_wrlock();
-	s = vdi_table_lookup(req->rq.vdi.base_vdi_id);
-	if (!s || s->deleted)
-		ret = SD_RES_NO_VDI;
-	else if (!s->locked)
-		ret = SD_RES_VDI_NOT_LOCKED;
-	else if (!same_owner(&s->owner, &req->ord.owner))
-		ret = SD_RES_LOCK_NOT_OWNER; /* only its holder, or an operator (UNLOCK_VDI) */
-	else {
-		s->locked = false;
-		ret = SD_RES_SUCCESS;
-	}
-	vdi_table_unlock();
-	return ret;
-}
-
-static bool is_member(const struct sd_node_id *nid, const struct sd_node *members, int nr)
-{
-	for (int i = 0; i < nr; i++)
-		if (!memcmp(&members[i].nid, nid, sizeof(*nid)))
-			return true;
-	return false;
-}
-
-/*
- * UNLOCK_VDI: an operator takes a VDI's lock away. Refused while the
- * holder's gateway is a member (its client is connected: a connection that
- * closes releases its locks), unless forced; forced, the holder's gateway
- * also disconnects it (vdi_set_lock_hooks), so that a second writer never
- * writes beside the first. The members are those of the op's place in the
- * order (ordered.c), so that every node answers alike.
- */
-int vdi_op_unlock(struct request *req)
-{
-	bool force = req->rq.vdi.type == SD_UNLOCK_FORCE, held_here = false;
-	struct sd_lock_owner owner;
-	struct vdi_state *s;
-	uint32_t vid = req->rq.vdi.base_vdi_id;
-	int ret;
-
-	vdi_table_wrlock();
-	s = vdi_table_lookup(req->rq.vdi.base_vdi_id);
-	if (!s || s->deleted) {
-		ret = SD_RES_NO_VDI;
-	} else if (!s->locked) {
-		ret = SD_RES_VDI_NOT_LOCKED;
-	} else if (!force && (!req->ord.members ||
-			      is_member(&s->owner.node, req->ord.members, req->ord.nr_members))) {
-		ret = SD_RES_VDI_LOCKED;
-		req->rp.vdi.vdi_id = s->vid;
-	} else {
-		owner = s->owner;
-		held_here = !memcmp(&owner.node, group_self(), sizeof(owner.node));
-		s->locked = false;
-		ret = SD_RES_SUCCESS;
-	}
-	vdi_table_unlock();
-	/* the lock's holder is gone from the owner's: it must stop writing */
-	if (held_here)
-		after_lock(req, lock_broken, vid, 0, &owner);
-	if (ret == SD_RES_VDI_LOCKED)
-		sd_info("vid %06" PRIx32 ": unlock refused, its holder is connected", vid);
-	return ret;
-}
-
-int vdi_release_owner(const struct sd_lock_owner *owner, bool whole_node)
-{
-	struct release_ctx ctx = { owner, whole_node, 0 };
-
-	vdi_table_wrlock();
-	vdi_table_for_each(release_one, &ctx);
-	vdi_table_unlock();
-	if (ctx.nr)
-		sd_info("released %d lock(s) of %s", ctx.nr,
-			whole_node ? "a node that left" : "a client that left");
-	return ctx.nr;
 }
 
 void vdi_set_lock_hooks(void (*broken)(uint32_t vid, const struct sd_lock_owner *owner),
@@ -1004,34 +596,4 @@ int vdi_op_read_vdis(struct request *req)
 	vdi_table_unlock();
 	req->rp.data_length = len;
 	return SD_RES_SUCCESS;
-}
-
-struct locked_vids {
-	struct sd_vdi_lock *locks;
-	uint32_t nr, max;
-};
-
-static int add_locked(struct vdi_state *s, void *arg)
-{
-	struct locked_vids *l = arg;
-
-	if (!s->locked || s->deleted)
-		return 0;
-	if (l->nr == l->max)
-		return SD_RES_BUFFER_SMALL;
-	l->locks[l->nr++] = (struct sd_vdi_lock){ .vid = s->vid, .owner = s->owner };
-	return 0;
-}
-
-/* GET_VDI_LOCKS: the locked VDIs and their holders; BUFFER_SMALL if they do not fit */
-int vdi_op_get_locks(struct request *req)
-{
-	struct locked_vids l = { req->data, 0, req->rq.data_length / sizeof(struct sd_vdi_lock) };
-	int ret;
-
-	vdi_table_rdlock();
-	ret = vdi_table_for_each(add_locked, &l);
-	vdi_table_unlock();
-	req->rp.data_length = l.nr * sizeof(struct sd_vdi_lock);
-	return ret;
 }

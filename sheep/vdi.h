@@ -1,5 +1,6 @@
 /*
- * The VDI namespace ops and the start-up load of the VDI table (vdi.c).
+ * The VDI namespace ops and the start-up load of the VDI table (vdi.c,
+ * vdi_del.c, vdi_lock.c).
  */
 #ifndef SHEEP_VDI_H
 #define SHEEP_VDI_H
@@ -10,7 +11,7 @@
 
 struct request;
 
-/* vdi.c: the VDI namespace ops (ordered) and the start-up load of the table */
+/* vdi*.c: the VDI namespace ops (ordered) and the start-up load of the table */
 int vdi_init(void);
 int vdi_op_new(struct request *req);
 int vdi_op_del(struct request *req);

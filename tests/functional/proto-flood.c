@@ -2,7 +2,7 @@
  * reply-flood: one I/O connection sends many small writes while it reads
  * none of their replies, then reads them all. The client's receive buffer
  * is small, so the daemon's sends fill the socket: replies sent by the
- * workers themselves (request.c, reply_early), those a worker could send
+ * workers themselves (request_reply.c, reply_early), those a worker could send
  * only in part, and those left to the main thread all share one stream.
  * Every reply must come whole and once, with its id, and every write must
  * have landed.

@@ -1,13 +1,13 @@
 /*
- * The cluster state's parsers (sheep/group.c): DIR/config and the epoch
+ * The cluster state's parsers (sheep/group_format.c): DIR/config and the epoch
  * files DIR/epoch/NNNNNNNN read at start-up (group_init) and served to
  * STAT_CLUSTER (group_read_epoch_logs), and the epoch history a joining
  * node adopts from a member's STAT_CLUSTER reply (group_adopt, called by
  * recovery.c with what the member sent).
  *
  * group.c is compiled into this file to start every input from a node that
- * knows nothing (its state is static); the rest of the daemon links as it
- * is (sheep_env.c). Input: a 48-byte STAT_CLUSTER reply header, then
+ * knows nothing (its current ring is static); the rest of the daemon links
+ * as it is (sheep_env.c). Input: a 48-byte STAT_CLUSTER reply header, then
  * struct sd_epoch_log records (a short last one is padded with zeros). The
  * records are also written as epoch files, and the reply's format fields
  * as DIR/config, before group_init reads them back.
@@ -15,6 +15,8 @@
 #include "../../sheep/group.c"
 
 #include <ftw.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 
@@ -35,12 +37,12 @@ static void forget_all(void)
 {
 	char path[4200];
 
-	pthread_mutex_lock(&cs_lock);
-	memset(&cs, 0, sizeof(cs));
+	pthread_mutex_lock(&group_cs_lock);
+	memset(&group_cs, 0, sizeof(group_cs));
 	if (cur_ring)
 		group_ring_put(cur_ring);
 	cur_ring = NULL;
-	pthread_mutex_unlock(&cs_lock);
+	pthread_mutex_unlock(&group_cs_lock);
 	gd_path(path, sizeof(path), "epoch");
 	nftw(path, rm_file, 8, FTW_PHYS);
 	gd_path(path, sizeof(path), "config");
@@ -81,9 +83,9 @@ static void check_format_state(void)
 {
 	if (!group_is_formatted())
 		return;
-	FUZZ_ASSERT(cs.copies >= 1 && cs.copies <= SD_MAX_COPIES);
-	FUZZ_ASSERT(cs.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
-		    cs.block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT);
+	FUZZ_ASSERT(group_cs.copies >= 1 && group_cs.copies <= SD_MAX_COPIES);
+	FUZZ_ASSERT(group_cs.block_size_shift >= SD_MIN_BLOCK_SIZE_SHIFT &&
+		    group_cs.block_size_shift <= SD_MAX_BLOCK_SIZE_SHIFT);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -135,8 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_ASSERT(ci->dead);
 	if (!ci->dead)
-		close_client(ci);
-	client_put(ci);
+		request_client_close(ci);
+	request_client_put(ci);
 	close(sv[1]);
 
 	/* the replies: one per whole request, in order (every work ran at once) */

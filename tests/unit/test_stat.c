@@ -305,7 +305,7 @@ START_TEST(test_hangs)
 	ck_assert_uint_eq(op.nr_errors, 1);
 	ck_assert_uint_eq(op.busy_ns, 2 * thr);
 	ck_assert_uint_eq(stat_nr_hangs(), 2);
-	/* an untracked struct is not looked at (request.c frees it next) */
+	/* an untracked struct is not looked at (request_reply.c frees it next) */
 	stat_req_begin(&b, 0x02, t0 + 5 * thr);
 	stat_req_untrack(&tb);
 	ck_assert_int_eq(stat_check_hangs(t0 + 7 * thr), 0);
@@ -606,7 +606,7 @@ START_TEST(test_req_counts)
 }
 END_TEST
 
-/* an end in two steps, as request.c counts: the sums, then the completion */
+/* an end in two steps, as request_reply.c counts: the sums, then the completion */
 START_TEST(test_req_end_steps)
 {
 	struct stat_req r = { 0 };

@@ -1,5 +1,5 @@
 /*
- * Unit tests of sheep/vdi.c, the VDI namespace ops, on the real VDI table
+ * Unit tests of sheep/vdi*.c, the VDI namespace ops, on the real VDI table
  * (vdi_table.c), with the gateway (inodes in memory), this node's store
  * (a list of the data objects it holds) and the deleted records as
  * stand-ins. What is checked:
