@@ -1,8 +1,9 @@
 /*
  * The VDI locks that clients of the sheepdog protocol took through this
  * node, bound to their connections (client_lock.c). Main thread only;
- * request.c calls it, and it reports a client gone through the release
- * callback (request.c broadcasts the release).
+ * the request files call it (request.c, request_lock.c, request_reply.c:
+ * a connection's close), and it reports a client gone through the release
+ * callback (request_lock.c broadcasts the release).
  */
 #ifndef SHEEP_CLIENT_LOCK_H
 #define SHEEP_CLIENT_LOCK_H
