@@ -226,9 +226,11 @@ out_put:
 }
 
 /*
- * A read from the page cache alone, for the main thread: through a read
- * descriptor that an earlier plain_read cached (no path lookup), with
- * RWF_NOWAIT (no wait for the disk: EAGAIN when a page is not in memory).
+ * A read from the page cache alone, for the main thread: through the
+ * cached read descriptor, or one opened from the dentry cache alone
+ * (openat2's RESOLVE_CACHED: a miss here would otherwise cost the read a
+ * hop to an io worker), with RWF_NOWAIT (no wait for the disk: EAGAIN
+ * when a page is not in memory).
  * What it read is all there is: the whole range, or up to the end of the
  * file as fstat sees it after the read (the rest reads as zeros; a file
  * never shrinks here, so one that grew meanwhile shows), and the file was
@@ -249,7 +251,7 @@ static bool plain_read_cached(uint64_t oid, void *buf, uint32_t len, uint64_t of
 		return false;
 	if (!md_tryget(oid, &io)) /* a move holds it: the worker's read waits */
 		return false;
-	fd = fd_find(oid, FD_READ, &sl);
+	fd = fd_get_nowait(io.fd, oid, FD_READ, &sl);
 	if (fd < 0) {
 		md_put(&io);
 		return false;

@@ -20,13 +20,16 @@ struct obj_name obj_name(uint64_t oid);
  * plain_file.c: the descriptor cache (see there). fd_get: a descriptor of
  * oid of that kind in the directory dfd (its disk's: the caller holds
  * md_get) and its slot (NULL: not cached), or -errno of the open; fd_put
- * gives either back; fd_find: a cached one only, or -1.
+ * gives either back. fd_get_nowait: as fd_get without waiting (the main
+ * thread's): a cached descriptor, unchecked (the caller checks its link
+ * count), or one opened where the dentry cache resolves the name alone;
+ * -EAGAIN where the lookup would wait (or the kernel cannot tell).
  */
 enum fd_kind { FD_WRITE, FD_READ };
 struct fd_slot;
 void fd_cache_init(void);
 int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp);
-int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp);
+int fd_get_nowait(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp);
 void fd_put(struct fd_slot *sl, int fd);
 /* the cache's counters in out[0] (store.h, caches): 1, or 0 when max < 1 */
 int fd_cache_stat(struct sd_stat_cache *out, int max);

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 
 #include "internal_proto.h"
 #include "util.h"
@@ -151,13 +153,35 @@ void fd_forget(uint64_t oid, bool all)
  * wait for the journal. O_NOATIME needs the files' owner: without it, the
  * reads update the time as any reader's would.
  */
-static int open_kind(int dfd, uint64_t oid, enum fd_kind kind)
+static bool nowait_off; /* openat2 without RESOLVE_CACHED (before Linux 5.12): no more tries */
+
+/* openat, or (nowait) openat2 with RESOLVE_CACHED: -EAGAIN where the lookup would wait */
+static int open_how(int dfd, const char *name, int flags, bool nowait)
+{
+	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .resolve = RESOLVE_CACHED };
+	long fd;
+
+	if (!nowait)
+		return openat(dfd, name, flags | O_CLOEXEC);
+	if (__atomic_load_n(&nowait_off, __ATOMIC_RELAXED)) {
+		errno = EAGAIN;
+		return -1;
+	}
+	fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+	if (fd < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG)) {
+		__atomic_store_n(&nowait_off, true, __ATOMIC_RELAXED);
+		errno = EAGAIN;
+	}
+	return (int)fd;
+}
+
+static int open_kind(int dfd, uint64_t oid, enum fd_kind kind, bool nowait)
 {
 	int flags = kind == FD_READ ? O_RDONLY | O_NOATIME : O_WRONLY | O_DIRECT | O_DSYNC;
-	int fd = openat(dfd, obj_name(oid).s, flags | O_CLOEXEC);
+	int fd = open_how(dfd, obj_name(oid).s, flags, nowait);
 
 	if (fd < 0 && errno == EPERM && kind == FD_READ)
-		fd = openat(dfd, obj_name(oid).s, O_RDONLY | O_CLOEXEC);
+		fd = open_how(dfd, obj_name(oid).s, O_RDONLY, nowait);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -184,22 +208,11 @@ static int find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	return fd;
 }
 
-int fd_find(uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
-{
-	int fd = find(oid, kind, slotp);
-
-	if (fd >= 0)
-		FD_COUNT(fd_hits);
-	return fd;
-}
-
 /*
- * A descriptor of oid of that kind in the directory dfd (its disk's: the
- * caller holds md_get, and whatever moves an object drops its
- * descriptors), and its slot (NULL: not cached, the caller closes it;
- * fd_put does either): fd, or -errno of the open
+ * fd_get, or fd_get_nowait: a hit there is not checked (its caller checks
+ * the link count itself), and it opens only what the dentry cache resolves
  */
-int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+static int get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp, bool nowait)
 {
 	struct fd_slot *set = fd_cache_set(oid), *victim = NULL, *sl;
 	int fd, old = -1;
@@ -207,7 +220,7 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	struct stat st;
 
 	fd = find(oid, kind, &sl);
-	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink) {
+	if (fd >= 0 && (nowait || (fstat(fd, &st) == 0 && st.st_nlink))) {
 		FD_COUNT(fd_hits);
 		*slotp = sl;
 		return fd;
@@ -223,8 +236,9 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	if (old >= 0)
 		close(old);
 	old = -1;
-	FD_COUNT(fd_misses);
-	fd = open_kind(dfd, oid, kind);
+	fd = open_kind(dfd, oid, kind, nowait);
+	if (fd != -EAGAIN || !nowait)
+		FD_COUNT(fd_misses);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&fd_lock);
@@ -258,6 +272,16 @@ int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
 	if (old >= 0)
 		close(old);
 	return fd;
+}
+
+int fd_get(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	return get(dfd, oid, kind, slotp, false);
+}
+
+int fd_get_nowait(int dfd, uint64_t oid, enum fd_kind kind, struct fd_slot **slotp)
+{
+	return get(dfd, oid, kind, slotp, true);
 }
 
 void fd_put(struct fd_slot *sl, int fd)
