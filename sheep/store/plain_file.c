@@ -111,40 +111,28 @@ static int fd_drop(struct fd_slot *sl)
 
 /*
  * Every slot (all: of every set there may be, whatever fd_sets is now), or
- * oid's. The descriptors are closed after the unlock, a batch at a time: a
- * dropped slot is free or dead, so the scan after a batch goes on where
- * there is still something to drop.
+ * oid's; the descriptors are closed after the unlock
  */
 void fd_forget(uint64_t oid, bool all)
 {
-	int close_fds[2 * FD_WAYS], n, from, to;
-	bool more;
+	int close_fds[FD_MAX_SETS * FD_WAYS], n = 0;
+	int from = all ? 0 : fd_set_of(oid), to = all ? FD_MAX_SETS : from + 1;
 
-	do {
-		more = false;
-		n = 0;
-		pthread_mutex_lock(&fd_lock);
-		fd_gen++;
-		from = all ? 0 : fd_set_of(oid);
-		to = all ? FD_MAX_SETS : from + 1;
-		for (int i = from; i < to && !more; i++)
-			for (int w = 0; w < FD_WAYS; w++) {
-				int fd;
+	pthread_mutex_lock(&fd_lock);
+	fd_gen++;
+	for (int i = from; i < to; i++)
+		for (int w = 0; w < FD_WAYS; w++) {
+			int fd;
 
-				if (!all && fd_cache[i][w].oid != oid)
-					continue;
-				fd = fd_drop(&fd_cache[i][w]);
-				if (fd >= 0)
-					close_fds[n++] = fd;
-				if (n == (int)ARRAY_SIZE(close_fds)) {
-					more = true;
-					break;
-				}
-			}
-		pthread_mutex_unlock(&fd_lock);
-		while (n--)
-			close(close_fds[n]);
-	} while (more);
+			if (!all && fd_cache[i][w].oid != oid)
+				continue;
+			fd = fd_drop(&fd_cache[i][w]);
+			if (fd >= 0)
+				close_fds[n++] = fd;
+		}
+	pthread_mutex_unlock(&fd_lock);
+	while (n--)
+		close(close_fds[n]);
 }
 
 /*
@@ -156,7 +144,7 @@ void fd_forget(uint64_t oid, bool all)
 static bool nowait_off; /* openat2 without RESOLVE_CACHED (before Linux 5.12): no more tries */
 
 /* openat, or (nowait) openat2 with RESOLVE_CACHED: -EAGAIN where the lookup would wait */
-static int open_how(int dfd, const char *name, int flags, bool nowait)
+static int open_name(int dfd, const char *name, int flags, bool nowait)
 {
 	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .resolve = RESOLVE_CACHED };
 	long fd;
@@ -178,10 +166,10 @@ static int open_how(int dfd, const char *name, int flags, bool nowait)
 static int open_kind(int dfd, uint64_t oid, enum fd_kind kind, bool nowait)
 {
 	int flags = kind == FD_READ ? O_RDONLY | O_NOATIME : O_WRONLY | O_DIRECT | O_DSYNC;
-	int fd = open_how(dfd, obj_name(oid).s, flags, nowait);
+	int fd = open_name(dfd, obj_name(oid).s, flags, nowait);
 
 	if (fd < 0 && errno == EPERM && kind == FD_READ)
-		fd = open_how(dfd, obj_name(oid).s, O_RDONLY, nowait);
+		fd = open_name(dfd, obj_name(oid).s, O_RDONLY, nowait);
 	return fd < 0 ? -errno : fd;
 }
 
