@@ -19,6 +19,9 @@
  * (no cache flag), as QEMU sends them with cache=writethrough; CACHE=1
  * sets the cache flag on every request, as QEMU's default (writeback)
  * does, and the writes need not be durable before their answer.
+ * SLOW_MS=N prints each request that took N ms or more to stderr as it
+ * ends, "slow START LATENCY_us" with START the wall-clock second it began
+ * (as `date +%s.%N`), so a script can say which event it crossed.
  *
  * Prints one line: "PATTERN MB_per_s IOPS REQUESTS p50_us p99_us max_us".
  */
@@ -63,6 +66,7 @@ static struct {
 	uint32_t len;
 	uint64_t deadline_ns;
 	uint64_t start_ns;
+	uint64_t slow_ns; /* SLOW_MS: report requests this slow, 0 none */
 	void *wbuf;
 
 	pthread_mutex_t lock;
@@ -116,6 +120,13 @@ static void record(uint64_t t0)
 	g.nr_done++;
 	if (g.nr_samples < MAX_SAMPLES)
 		g.lat_ns[g.nr_samples++] = d;
+	if (g.slow_ns && d >= g.slow_ns) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		fprintf(stderr, "slow %.6f %" PRIu64 "\n",
+			(double)ts.tv_sec + ts.tv_nsec / 1e9 - d / 1e9, d / 1000);
+	}
 }
 
 /* ---- raw file: QD threads doing blocking pread/pwrite ---- */
@@ -407,6 +418,7 @@ static int cmp_u64(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	const char *pattern, *qd = getenv("QD"), *secs = getenv("SECONDS");
+	const char *slow = getenv("SLOW_MS");
 	uint64_t elapsed, p50 = 0, p99 = 0, max = 0;
 	int argi;
 
@@ -417,6 +429,11 @@ int main(int argc, char **argv)
 	g.qd = qd ? atoi(qd) : 1;
 	if (g.qd < 1 || g.qd > MAX_QD)
 		die("QD must be 1-256", 0);
+	if (slow) {
+		if (atoi(slow) < 1)
+			die("SLOW_MS must be a number of milliseconds, 1 or more", 0);
+		g.slow_ns = (uint64_t)atoi(slow) * 1000000;
+	}
 	pthread_mutex_init(&g.lock, NULL);
 	pthread_cond_init(&g.cond, NULL);
 	if (argc >= 5 && !strcmp(argv[1], "sheep")) {
