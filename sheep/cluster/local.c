@@ -26,6 +26,11 @@
  * is gone) means the process died. It then takes the log lock, reads the
  * tail, and appends LEAVE for each member of the tail view that is still
  * dead, so the leave is recorded once, by whoever noticed first.
+ * So that a death costs the cluster less than a tick, each member also
+ * watches the others' processes (a pidfd each, from the pid in the
+ * member's id) and runs the same check as soon as one exits. The pidfd is
+ * only a wake-up: the lock stays the proof (a pid reused, or one from
+ * another pid namespace, wakes the check for nothing).
  *
  * Heartbeat: a stopped (SIGSTOP) or hung member keeps its lock, so each
  * member also stamps its file with its CLOCK_MONOTONIC time (8 bytes at
@@ -47,6 +52,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -102,6 +108,12 @@ static uint64_t self_id;
 static bool joined;
 static struct local_view delivered; /* what the daemon has seen */
 static struct local_view tail;	    /* valid only under the log lock */
+/* main thread: the others' processes watched, a pidfd each (-1: none) */
+static struct {
+	uint64_t id;
+	int fd;
+} watched[SD_MAX_NODES];
+static int nr_watched;
 /* CDRV_MAX_MSG_LEN bytes each: a handler may notify() while it holds its msg */
 static uint8_t *scan_buf, *deliver_buf;
 
@@ -327,16 +339,71 @@ static int reap_dead(void)
 	return 0;
 }
 
+static void check_members(void);
+
+static void unwatch(int i)
+{
+	if (watched[i].fd >= 0) {
+		ev_del(watched[i].fd);
+		close(watched[i].fd);
+	}
+	watched[i] = watched[--nr_watched];
+}
+
+/* a watched process exited: check now rather than at the next tick */
+static void member_exited(int fd, uint32_t events, void *data)
+{
+	for (int i = 0; i < nr_watched; i++)
+		if (watched[i].fd == fd) {
+			sd_info("member %016" PRIx64 ": its process %d exited", watched[i].id,
+				(int)(watched[i].id >> 32));
+			ev_del(fd);
+			close(fd);
+			watched[i].fd = -1; /* its id stays, not to be watched again */
+			break;
+		}
+	if (joined)
+		check_members();
+}
+
+/* watch the processes of the delivered members, and only theirs */
+static void watch_members(void)
+{
+	for (int i = 0; i < nr_watched; i++)
+		if (!joined || view_find(&delivered, watched[i].id) < 0)
+			unwatch(i--);
+	for (int i = 0; joined && i < delivered.nr; i++) {
+		uint64_t id = delivered.m[i].id;
+		int j, fd;
+
+		for (j = 0; j < nr_watched && watched[j].id != id; j++)
+			;
+		if (id == self_id || j < nr_watched || nr_watched == SD_MAX_NODES)
+			continue;
+		/* the pid is the id's upper half (join_locked) */
+		fd = pidfd_open((pid_t)(id >> 32), 0);
+		if (fd >= 0 && ev_add(fd, EPOLLIN, member_exited, NULL)) {
+			close(fd);
+			fd = -1;
+		}
+		/* no pidfd (ESRCH: gone already; an old kernel): the tick checks */
+		watched[nr_watched].id = id;
+		watched[nr_watched++].fd = fd;
+	}
+}
+
 /* deliver the complete records after the delivered view, in order */
 static void deliver(void)
 {
 	static struct sd_node nodes[SD_MAX_NODES];
 	struct local_rec rec;
 	struct sd_node node;
+	bool changed = false;
 	size_t n;
 	int i;
 
 	while (joined && (n = read_rec(delivered.off, &rec, deliver_buf))) {
+		changed |= rec.type != LOCAL_NOTIFY;
 		i = view_find(&delivered, rec.id);
 		if (i >= 0)
 			node = delivered.m[i].node;
@@ -361,6 +428,8 @@ static void deliver(void)
 			break;
 		}
 	}
+	if (changed)
+		watch_members();
 }
 
 static void local_inotify(int fd, uint32_t events, void *data)
@@ -372,11 +441,27 @@ static void local_inotify(int fd, uint32_t events, void *data)
 	deliver();
 }
 
+/* record the leave of the members that died or fell silent, then deliver it */
+static void check_members(void)
+{
+	bool dead = false;
+	uint64_t ms = 0;
+
+	for (int i = 0; i < delivered.nr && !dead; i++)
+		dead = delivered.m[i].id != self_id &&
+		       member_health(delivered.m[i].id, &ms) != MEMBER_ALIVE;
+	if (dead && !lock_log()) {
+		if (scan_tail() || reap_dead())
+			sd_err("cannot record a dead member in %s/log: %m", dir);
+		unlock_log();
+	}
+	deliver();
+}
+
 static void local_tick(int fd, uint32_t events, void *data)
 {
 	static uint64_t last_ns;
-	uint64_t expirations, now = sd_now_ns(), ms = 0;
-	bool dead = false;
+	uint64_t expirations, now = sd_now_ns();
 
 	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		sd_err("timerfd: %m");
@@ -389,15 +474,7 @@ static void local_tick(int fd, uint32_t events, void *data)
 	/* after a stall of this member's own, the others' stamps prove nothing yet */
 	may_evict = last_ns && now - last_ns < (uint64_t)cdrv_heartbeat_timeout_ms() * 500000;
 	last_ns = now;
-	for (int i = 0; i < delivered.nr && !dead; i++)
-		dead = delivered.m[i].id != self_id &&
-		       member_health(delivered.m[i].id, &ms) != MEMBER_ALIVE;
-	if (dead && !lock_log()) {
-		if (scan_tail() || reap_dead())
-			sd_err("cannot record a dead member in %s/log: %m", dir);
-		unlock_log();
-	}
-	deliver();
+	check_members();
 }
 
 static void local_catch_up(void)
@@ -537,6 +614,7 @@ static int local_join(const struct sd_node *myself)
 		return ret;
 	}
 	joined = true;
+	watch_members();
 	sd_info("joined as member %016" PRIx64 ", %d members", self_id, delivered.nr);
 	view_nodes(&delivered, nodes);
 	events->joined(myself, nodes, delivered.nr);
@@ -551,6 +629,7 @@ static int local_leave(void)
 	if (self_fd < 0)
 		return 0;
 	joined = false;
+	watch_members(); /* none now */
 	ev_del(ino_fd);
 	ev_del(tick_fd);
 	ret = lock_log();
