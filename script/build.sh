@@ -4,7 +4,10 @@ set -e
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$1
 shift
-[ -x "$src/configure" ] || (cd "$src" && ./autogen.sh >/dev/null 2>&1)
+[ -x "$src/configure" ] || (cd "$src" && ./autogen.sh >/dev/null 2>&1) || {
+	echo "build.sh: autogen.sh failed (autoconf missing? script/install-deps.sh installs it)" >&2
+	exit 1
+}
 mkdir -p "$build"
 cd "$build"
 # the test hooks (ops only tests use) are on in the builds that run make check
