@@ -4,6 +4,7 @@
 #ifndef EVENT_H
 #define EVENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -29,5 +30,11 @@ int ev_listen(const char *host, int port, ev_handler_fn handler, void *data, int
 int ev_timer(ev_handler_fn handler, void *data);
 /* one round: wait up to timeout ms and dispatch; 0 or -errno */
 int ev_loop_once(int timeout);
+/*
+ * After a round that dispatched events, the next round first polls for up
+ * to us microseconds without sleeping, when ok (if any) says so at that
+ * moment. 0 (the default): never.
+ */
+void ev_set_busy_poll(unsigned int us, bool (*ok)(void));
 
 #endif

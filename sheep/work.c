@@ -34,6 +34,8 @@ struct work_queue {
 };
 
 static int done_fd = -1;
+/* works queued and not yet through done_handler (busy polling waits for none) */
+static uint64_t nr_outstanding;
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(done_list);
 static struct work_queue *all_queues;
@@ -51,6 +53,7 @@ static void done_handler(int fd, uint32_t events, void *data)
 	while (!list_empty(&local)) {
 		struct work *w = list_first_entry(&local, struct work, node);
 		list_del(&w->node);
+		__atomic_sub_fetch(&nr_outstanding, 1, __ATOMIC_RELAXED);
 		if (w->done)
 			w->done(w);
 	}
@@ -137,6 +140,11 @@ struct work_queue *wq_create(const char *name, int nr_threads)
 	return q;
 }
 
+bool wq_idle(void)
+{
+	return !__atomic_load_n(&nr_outstanding, __ATOMIC_RELAXED);
+}
+
 void wq_queue(struct work_queue *q, struct work *w)
 {
 	wq_queue_at(q, w, stat_clock());
@@ -149,6 +157,7 @@ static void queue_work(struct work_queue *q, struct work *w, uint64_t now, bool 
 	w->queued = now;
 	w->tid = 0;
 	w->urgent = urgent;
+	__atomic_add_fetch(&nr_outstanding, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&q->lock);
 	/* behind the urgent works already waiting (few: the walk stops at the first other) */
 	if (urgent)

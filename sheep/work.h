@@ -50,6 +50,8 @@ struct wq_info {
 };
 /* every queue into out (up to max), newest first; how many */
 int wq_info_all(struct wq_info *out, int max);
+/* no work queued or running, nor finished and waiting for its done */
+bool wq_idle(void);
 /* Stop and join every queue's threads (pending works are finished first). */
 void wq_shutdown_all(void);
 

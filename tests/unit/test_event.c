@@ -1,5 +1,6 @@
 /* Unit tests of lib/event.c: registration and dispatch on pipes. */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -269,6 +270,93 @@ START_TEST(test_timer)
 }
 END_TEST
 
+static int ok_calls;
+static bool ok_answer;
+
+static bool poll_ok(void)
+{
+	ok_calls++;
+	return ok_answer;
+}
+
+static uint64_t ms_since(uint64_t t0)
+{
+	return (sd_now_ns() - t0) / 1000000;
+}
+
+/* one round that dispatches something: the next one counts as busy */
+static void busy_round(int fd, struct hit *h)
+{
+	int nr = h->nr;
+
+	ck_assert_int_eq(write(fd, "x", 1), 1);
+	ck_assert_int_eq(ev_loop_once(1000), 0);
+	ck_assert_int_eq(h->nr, nr + 1);
+}
+
+START_TEST(test_busy_poll)
+{
+	struct hit h = { .del_fd = -1, .drain = 1 }, th = { .del_fd = -1, .drain = 1 };
+	struct itimerspec its = { .it_value = { 0, 20 * 1000000L } };
+	int p[2], tfd, calls;
+	uint64_t t0;
+
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(ev_add(p[0], EPOLLIN, handler, &h), 0);
+	ev_set_busy_poll(300000, poll_ok); /* 300 ms: longer than any wait below */
+
+	/* a first round is not after a busy one: ok is not asked */
+	busy_round(p[1], &h);
+	ck_assert_int_eq(ok_calls, 0);
+
+	/* after a busy round, polled while ok says so: the poll's 300 ms pass first */
+	ok_answer = true;
+	t0 = sd_now_ns();
+	ck_assert_int_eq(ev_loop_once(10), 0);
+	ck_assert_uint_ge(ms_since(t0), 300);
+	ck_assert_int_eq(ok_calls, 1);
+	/* that round found nothing: the next is not polled, ok not asked */
+	ck_assert_int_eq(ev_loop_once(10), 0);
+	ck_assert_int_eq(ok_calls, 1);
+
+	/* ok says no: a plain wait of 10 ms */
+	busy_round(p[1], &h);
+	ok_answer = false;
+	calls = ok_calls;
+	t0 = sd_now_ns();
+	ck_assert_int_eq(ev_loop_once(10), 0);
+	ck_assert_uint_lt(ms_since(t0), 250);
+	ck_assert_int_eq(ok_calls, calls + 1);
+
+	/* an event that comes while it polls is dispatched then, not after the poll */
+	tfd = ev_timer(handler, &th);
+	ck_assert_int_ge(tfd, 0);
+	busy_round(p[1], &h);
+	ok_answer = true;
+	ck_assert_int_eq(timerfd_settime(tfd, 0, &its, NULL), 0);
+	t0 = sd_now_ns();
+	ck_assert_int_eq(ev_loop_once(1000), 0);
+	ck_assert_int_eq(th.nr, 1);
+	ck_assert_uint_lt(ms_since(t0), 250);
+
+	/* a round with timeout 0 never polls */
+	calls = ok_calls;
+	ck_assert_int_eq(ev_loop_once(0), 0);
+	ck_assert_int_eq(ok_calls, calls);
+
+	/* off again: never asked */
+	ev_set_busy_poll(0, poll_ok);
+	busy_round(p[1], &h);
+	calls = ok_calls;
+	ck_assert_int_eq(ev_loop_once(10), 0);
+	ck_assert_int_eq(ok_calls, calls);
+	ev_del(tfd);
+	close(tfd);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("event");
@@ -287,6 +375,7 @@ int main(void)
 	tcase_add_test(tc, test_add_bad_fd);
 	tcase_add_test(tc, test_add_regular_file);
 	tcase_add_test(tc, test_timer);
+	tcase_add_test(tc, test_busy_poll);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
