@@ -7,8 +7,9 @@ srcdir=${srcdir:-$(dirname "$0")/..}
 W=$(mktemp -d /tmp/cluster-local.XXXXXX) || exit 1
 sh "$srcdir/unit/cluster-contract.sh" ./unit/cluster-contract "local:$W/cluster" "$W" 8000
 rc=$?
+pid=$(cat "$W/pid.7002")
 for p in 7001 7003; do
-	if ! grep -q "its process [0-9]* exited" "$W/err.$p"; then
+	if ! grep -q "its process $pid exited" "$W/err.$p"; then
 		echo "contract[local]: FAIL: member $p did not notice 7002's exit through its pidfd"
 		rc=1
 	fi
