@@ -341,6 +341,12 @@ static int reap_dead(void)
 
 static void check_members(void);
 
+/* the process of a member: its id's upper half (join_locked) */
+static pid_t member_pid(uint64_t id)
+{
+	return (pid_t)(id >> 32);
+}
+
 static void unwatch(int i)
 {
 	if (watched[i].fd >= 0) {
@@ -356,7 +362,7 @@ static void member_exited(int fd, uint32_t events, void *data)
 	for (int i = 0; i < nr_watched; i++)
 		if (watched[i].fd == fd) {
 			sd_info("member %016" PRIx64 ": its process %d exited", watched[i].id,
-				(int)(watched[i].id >> 32));
+				(int)member_pid(watched[i].id));
 			ev_del(fd);
 			close(fd);
 			watched[i].fd = -1; /* its id stays, not to be watched again */
@@ -380,8 +386,7 @@ static void watch_members(void)
 			;
 		if (id == self_id || j < nr_watched || nr_watched == SD_MAX_NODES)
 			continue;
-		/* the pid is the id's upper half (join_locked) */
-		fd = pidfd_open((pid_t)(id >> 32), 0);
+		fd = pidfd_open(member_pid(id), 0);
 		if (fd >= 0 && ev_add(fd, EPOLLIN, member_exited, NULL)) {
 			close(fd);
 			fd = -1;
@@ -562,6 +567,7 @@ static int join_locked(const struct sd_node *myself)
 	char path[4200];
 	int ret;
 
+	/* member_pid() reads the pid back */
 	self_id = ((uint64_t)getpid() << 32) ^ (sd_now_ns() & 0xffffffffU);
 	member_path(path, sizeof(path), self_id);
 	self_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
